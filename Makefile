@@ -1,0 +1,31 @@
+# Two commands set up a fresh machine: `make demo` and `make test`. Both install first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# torch is installed on its own, first, so that the package's range (torch>=2.1) is already met
+# and pip never pulls a multi-GB CUDA build. Point TORCH_SPEC elsewhere for another build.
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: install test demo bench lint clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+test: install
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest -q
+
+demo: install
+	$(VENV)/bin/tuidebug assets/examples/nan_after_warmup.py
+
+bench: install
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

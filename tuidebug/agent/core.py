@@ -1,0 +1,247 @@
+"""The agent's view of the training run, fed by the hooks on the training thread.
+
+Everything here runs inside the user's process on their training thread, so every method does
+the least it can: it keeps references to tensors and leaves reading their values to the writer
+thread (``resolve``). A step ends at the first optimizer's step post-hook (or a step the
+GradScaler skipped); the step count is the number of such iterations.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import os
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from tuidebug.agent.client import AgentClient
+from tuidebug.agent.control import Control
+from tuidebug.agent.gradients import parameters_with_grad, per_parameter_norms, total_norm
+from tuidebug.protocol import Event, Step
+
+MAX_LOSSES_PER_STEP = 256
+
+
+@dataclass
+class AgentConfig:
+    break_on_nan: bool = True
+    break_at: int | None = None
+    post_mortem: bool = True
+    stop_on_disconnect: bool = False
+    norm_stride: int = 10
+    keep_batches: int = 4
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> AgentConfig:
+        known = {k: v for k, v in values.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+@dataclass
+class PendingStep:
+    """A step whose tensor values are read on the writer thread, after the device caught up."""
+
+    step: int
+    time: float
+    losses: list[torch.Tensor]
+    norms: list[torch.Tensor]
+    lrs: list[Any]
+    step_seconds: float | None
+    batch_size: int | None
+    epoch: int | None
+    cuda_allocated: int | None
+    skipped: bool
+    layer_names: list[str] | None = None
+    layer_norms: torch.Tensor | None = None
+    backward_calls: int = 0
+    ready: Any = None  # a CUDA event when any tensor lives on a GPU
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, client: AgentClient | None) -> None:
+        self.config = config
+        self.client = client
+        self.pid = os.getpid()
+        self.thread_id = threading.get_ident()
+        self.control = Control(self)
+        self.step = 0
+        self.model: torch.nn.Module | None = None
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.batches: collections.deque[tuple[int, Any]] = collections.deque(maxlen=config.keep_batches)
+        self._primary: weakref.ref | None = None
+        self._losses: list[torch.Tensor] = []
+        self._backward_calls = 0
+        self._norms: list[torch.Tensor] = []
+        self._layer: tuple[list[str], torch.Tensor] | None = None
+        self._stepped = False
+        self._last_step_end: float | None = None  # the first step has no duration of its own
+        self._batch_size: int | None = None
+        self._epoch: int | None = None
+        self._param_names: dict[int, str] = {}
+        self._scaled: tuple[weakref.ref, torch.Tensor] | None = None
+        self._skips_reported = 0
+
+    def active(self) -> bool:
+        """Hooks do nothing outside the training process's main thread (forked workers, DataParallel)."""
+        return os.getpid() == self.pid and threading.get_ident() == self.thread_id
+
+    def send(self, message: Any) -> None:
+        if self.client is not None:
+            self.client.send(message)
+
+    def event(self, kind: str, message: str, details: list[str] | None = None) -> None:
+        self.send(Event(kind=kind, message=message, time=time.time(), step=self.step, details=details or []))
+
+    # --- observations from the hooks -------------------------------------------------------
+
+    def on_model(self, module: torch.nn.Module) -> None:
+        module = getattr(module, "_orig_mod", module)  # torch.compile's wrapper
+        if module is self.model or next(module.parameters(), None) is None:
+            return
+        self.model = module
+        self._param_names = {id(p): name for name, p in module.named_parameters()}
+        count = sum(p.numel() for p in module.parameters())
+        self.event("model", f"{type(module).__name__} with {count:,} parameters")
+
+    def on_batch(self, batch: Any, epoch: int | None) -> None:
+        self._batch_size = batch_size_of(batch)
+        self._epoch = epoch
+        self.batches.append((self.step + 1, batch))
+        self.control.safe_point("batch")
+
+    def on_scaled_loss(self, raw: torch.Tensor, scaled: torch.Tensor) -> None:
+        self._scaled = (weakref.ref(scaled), raw.detach())
+
+    def on_backward(self, tensor: torch.Tensor) -> None:
+        if self._scaled is not None and self._scaled[0]() is tensor:
+            loss = self._scaled[1]
+        else:
+            loss = tensor.detach()
+        self._scaled = None
+        if len(self._losses) >= MAX_LOSSES_PER_STEP:  # fold long accumulations into one sum
+            self._losses = [torch.stack([t.reshape(()) for t in self._losses]).sum()]
+        self._losses.append(loss)
+        self._backward_calls += 1
+        if self.config.break_on_nan and not bool(torch.isfinite(loss).all()):
+            self.event("nonfinite_loss", f"non-finite loss ({float(loss):g}) before backward")
+            self.control.hold("non-finite loss before backward", "backward")
+        else:
+            self.control.safe_point("backward")
+
+    def before_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if optimizer not in self.optimizers:
+            self.optimizers.append(optimizer)
+            groups = len(optimizer.param_groups)
+            self.event("optimizer", f"{type(optimizer).__name__} with {groups} param group(s)")
+        if self._primary is None:
+            self._primary = weakref.ref(optimizer)
+        self._stepped = True
+        params = parameters_with_grad(optimizer)
+        norms = per_parameter_norms(params)
+        if norms is None:
+            return
+        total = total_norm(norms)
+        self._norms.append(total)
+        if self._wants_layers() and optimizer is self._primary():
+            self._layer = ([self._param_name(p, i) for i, p in enumerate(params)], norms)
+        if self.config.break_on_nan and not bool(torch.isfinite(total)):
+            self.event("nonfinite_grad", f"non-finite gradient norm ({float(total):g}) before optimizer step")
+            self.control.hold("non-finite gradient before the optimizer step", "before_step")
+
+    def after_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self._primary is not None and optimizer is self._primary():
+            self._finish_step(skipped=False)
+
+    def on_scaler_skipped(self, scale: float | None) -> None:
+        """GradScaler.step fired no optimizer hook: it skipped the step on inf/NaN gradients."""
+        if self._skips_reported < 5:
+            self._skips_reported += 1
+            self.event("amp_skip", f"GradScaler skipped the optimizer step (inf/NaN gradients), scale {scale}")
+        self._finish_step(skipped=True)
+
+    def optimizer_stepped_since(self) -> bool:
+        """Whether an optimizer hook fired since the last call; resets the flag."""
+        stepped, self._stepped = self._stepped, False
+        return stepped
+
+    def on_warning(self, text: str) -> None:
+        self.event("warning", text)
+
+    # --- steps ----------------------------------------------------------------------------
+
+    def _finish_step(self, skipped: bool) -> None:
+        self.step += 1
+        now = time.perf_counter()
+        record = PendingStep(
+            step=self.step, time=time.time(), losses=self._losses, norms=self._norms,
+            lrs=self._learning_rates(),
+            step_seconds=None if self._last_step_end is None else now - self._last_step_end,
+            batch_size=self._batch_size, epoch=self._epoch,
+            cuda_allocated=torch.cuda.memory_allocated() if torch.cuda.is_initialized() else None,
+            skipped=skipped, backward_calls=self._backward_calls,
+        )
+        if self._layer is not None:
+            record.layer_names, record.layer_norms = self._layer
+        if torch.cuda.is_initialized() and any(t.is_cuda for t in record.losses + record.norms):
+            record.ready = torch.cuda.Event()
+            record.ready.record()
+        self._losses, self._norms, self._layer, self._backward_calls = [], [], None, 0
+        self._last_step_end = now
+        if self.client is not None:
+            self.client.send_metric(record)
+        self.control.after_step(self.step)
+
+    def _wants_layers(self) -> bool:
+        stride = self.config.norm_stride
+        return stride > 0 and (self.step + 1) % stride == 0
+
+    def _learning_rates(self) -> list[Any]:
+        return [group.get("lr") for opt in self.optimizers for group in opt.param_groups]
+
+    def _param_name(self, param: torch.Tensor, index: int) -> str:
+        return self._param_names.get(id(param), f"param{index}")
+
+
+def batch_size_of(batch: Any, depth: int = 0) -> int | None:
+    """The leading dimension of the first tensor in a batch of any nesting."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() > 0 else None
+    if depth > 4:
+        return None
+    if isinstance(batch, dict):
+        values = batch.values()
+    elif isinstance(batch, (list, tuple)):
+        values = batch
+    elif hasattr(batch, "__dataclass_fields__"):
+        values = (getattr(batch, name) for name in batch.__dataclass_fields__)
+    else:
+        return None
+    for value in values:
+        size = batch_size_of(value, depth + 1)
+        if size is not None:
+            return size
+    return None
+
+
+def resolve(record: PendingStep) -> Step:
+    """Read a pending step's tensors (on the writer thread) into a Step message."""
+    if record.ready is not None:
+        record.ready.synchronize()
+    losses = [float(t) for t in record.losses]
+    norms = [float(t) for t in record.norms]
+    step = Step(
+        step=record.step, time=record.time, backward_calls=record.backward_calls,
+        loss=sum(losses) / record.backward_calls if losses else None,
+        grad_norm=math.sqrt(sum(n * n for n in norms)) if norms else None,
+        lrs=[float(lr) for lr in record.lrs if lr is not None],
+        step_seconds=record.step_seconds, batch_size=record.batch_size, epoch=record.epoch,
+        cuda_allocated=record.cuda_allocated, skipped=record.skipped,
+    )
+    if record.layer_norms is not None:
+        step.layer_norms = dict(zip(record.layer_names, record.layer_norms.tolist()))
+    return step

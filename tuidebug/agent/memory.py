@@ -1,0 +1,80 @@
+"""Memory readings of the training process: RSS always, the CUDA allocator and NVML on a GPU.
+
+Read on the agent's writer thread about once a second, never on the training thread. CUDA figures
+are read only once the script itself has initialised CUDA: tuidebug never initialises it.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+
+import psutil
+import torch
+
+from tuidebug.protocol import Device, Memory
+
+
+class MemoryReader:
+    def __init__(self) -> None:
+        self._process = psutil.Process()
+        self._nvml_handle = None
+        self._nvml_failed = False
+        self._device_sent: str | None = None
+
+    def read(self) -> list:
+        """The current Memory reading, preceded by a Device message when the device changed."""
+        messages = []
+        cuda = torch.cuda.is_initialized()
+        device = self._device(cuda)
+        if device.kind != self._device_sent:
+            self._device_sent = device.kind
+            messages.append(device)
+        reading = Memory(time=time.time(), rss=self._process.memory_info().rss)
+        if cuda:
+            index = torch.cuda.current_device()
+            reading.cuda_allocated = torch.cuda.memory_allocated(index)
+            reading.cuda_reserved = torch.cuda.memory_reserved(index)
+            reading.cuda_peak = torch.cuda.max_memory_allocated(index)
+            handle = self._nvml(index)
+            if handle is not None:
+                info = _nvml_memory(handle)
+                if info is not None:
+                    reading.nvml_used, reading.nvml_total = info
+        messages.append(reading)
+        return messages
+
+    def _device(self, cuda: bool) -> Device:
+        if cuda:
+            index = torch.cuda.current_device()
+            props = torch.cuda.get_device_properties(index)
+            return Device(kind="cuda", name=f"cuda:{index} {props.name}", total_bytes=props.total_memory)
+        name = platform.processor() or platform.machine() or "unknown"
+        return Device(kind="cpu", name=f"CPU ({name}, {psutil.cpu_count()} cores)",
+                      total_bytes=psutil.virtual_memory().total)
+
+    def _nvml(self, index: int):
+        """The NVML handle of the process's current GPU, found by UUID (CUDA_VISIBLE_DEVICES renumbers)."""
+        if self._nvml_handle is not None or self._nvml_failed:
+            return self._nvml_handle
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            uuid = str(torch.cuda.get_device_properties(index).uuid)
+            if not uuid.startswith("GPU-"):
+                uuid = "GPU-" + uuid
+            self._nvml_handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        except Exception:  # no driver, no library, MIG or a renamed UUID: NVML figures stay empty
+            self._nvml_failed = True
+        return self._nvml_handle
+
+
+def _nvml_memory(handle) -> tuple[int, int] | None:
+    try:
+        import pynvml
+
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        return int(info.used), int(info.total)
+    except Exception:
+        return None

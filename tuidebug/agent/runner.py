@@ -1,0 +1,106 @@
+"""The child process's entry point: connect, install the hooks, run the script as ``__main__``.
+
+Started by the launcher as ``python -c "...runner import main; main()"`` with the address, token and configuration in its
+environment (removed before the script runs, so processes it starts don't connect too). The script
+sees what ``python script.py args`` would show it: the same ``sys.argv``, ``__name__``, its
+directory first on ``sys.path``, and the same exit code and traceback.
+"""
+
+from __future__ import annotations
+
+import _thread
+import json
+import os
+import runpy
+import sys
+import time
+import traceback
+from types import TracebackType
+
+import torch
+
+from tuidebug import protocol
+from tuidebug.agent import hooks
+from tuidebug.agent.client import AgentClient, ConnectionRefused
+from tuidebug.agent.core import Agent, AgentConfig, resolve
+from tuidebug.agent.memory import MemoryReader
+from tuidebug.protocol import Event, State
+
+_OWN_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, os.path.abspath(runpy.__file__))
+
+
+def main() -> None:
+    config = json.loads(os.environ.pop(protocol.ENV_CONFIG))
+    address = os.environ.pop(protocol.ENV_ADDRESS, "")
+    token = os.environ.pop(protocol.ENV_TOKEN, "")
+    agent_config = AgentConfig.from_dict(config.get("agent", {}))
+    argv = [config["target"], *config["args"]]
+
+    client = AgentClient(address, token, sampler=MemoryReader().read)
+    agent = Agent(agent_config, client)
+    try:
+        client.connect(argv, torch.__version__, resolve)
+    except ConnectionRefused as exc:
+        print(f"tuidebug: {exc}; running the script without the agent", file=sys.stderr)
+        agent.client = None
+    if agent_config.stop_on_disconnect:
+        client.on_disconnect = _thread.interrupt_main
+    hooks.install(agent)
+    agent.send(State(state="running", step=0))
+
+    code = run_target(agent, config["target"], config["args"], bool(config.get("module")))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    agent.send(Event(kind="script_end", message=f"script ended with code {code}", time=time.time(), step=agent.step))
+    if agent.client is not None and agent_config.post_mortem:
+        agent.control.hold(f"script exited with code {code}", "ended", state="ended")
+    if agent.client is not None:
+        agent.client.close()
+    sys.exit(code)
+
+
+def run_target(agent: Agent, target: str, args: list[str], module: bool) -> int:
+    """Run the script or module as ``__main__``; its exit code, as plain ``python`` would give."""
+    if module:
+        sys.argv = [target, *args]
+        sys.path[0] = os.getcwd()
+    else:
+        sys.argv = [target, *args]
+        sys.path[0] = os.path.dirname(os.path.abspath(target))
+    try:
+        if module:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as exc:
+        return _exit_code(exc.code)
+    except BaseException as exc:  # the script's own failure: report it as python would
+        _report(agent, exc)
+        return 130 if isinstance(exc, KeyboardInterrupt) else 1
+    return 0
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _report(agent: Agent, exc: BaseException) -> None:
+    tb = _user_traceback(exc.__traceback__)
+    sys.excepthook(type(exc), exc, tb)
+    frames = traceback.format_list(traceback.extract_tb(tb))
+    summary = f"{type(exc).__name__}: {exc}"
+    agent.send(Event(kind="exception", message=summary, time=time.time(), step=agent.step,
+                     details=[line.rstrip() for line in frames] + [summary]))
+    exc.__traceback__ = None
+
+
+def _user_traceback(tb: TracebackType | None) -> TracebackType | None:
+    """Drop the leading frames of tuidebug and runpy, so the traceback starts in the script."""
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_FILES):
+        tb = tb.tb_next
+    return tb

@@ -1,0 +1,111 @@
+"""``tuidebug --headless``: the run's figures as lines on stderr, the script's output untouched.
+
+The script keeps the terminal (stdin, stdout and stderr are its own); tuidebug's lines start with
+``[tuidebug]`` and go to stderr, a compact line every N steps, every event, and a summary.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+from tuidebug.format import bytes_text, number, seconds_text
+from tuidebug.launcher import ChildRun, Target, exit_status
+from tuidebug.protocol import Event, Step
+from tuidebug.session import Session
+
+PREFIX = "[tuidebug]"
+SUMMARISED_EVENTS = {"exit"}  # the summary line gives the exit code
+
+
+class HeadlessPrinter:
+    def __init__(self, session: Session, every: int, stream: TextIO) -> None:
+        self.session = session
+        self.every = max(1, every)
+        self.stream = stream
+        session.subscribe(self._on_change)
+
+    def _on_change(self, kind: str, payload: Any) -> None:
+        if kind == "step" and payload.step % self.every == 0:
+            self._print(step_line(self.session, payload))
+        elif kind == "event" and payload.kind not in SUMMARISED_EVENTS:
+            self._print(event_line(payload))
+
+    def summary(self) -> None:
+        s = self.session
+        best = min((y for _, y in s.loss.recent), default=None)
+        c = s.counters
+        self._print(
+            f"summary: {s.step} steps in {seconds_text(s.elapsed)}, final loss {number(s.loss.latest)}, "
+            f"lowest {number(best)}, non-finite loss steps {c.nonfinite_loss}, non-finite gradient steps "
+            f"{c.nonfinite_grad}, AMP-skipped steps {c.skipped_steps}, dropped records {c.dropped}, "
+            f"exit code {s.exit_code}"
+        )
+
+    def _print(self, text: str) -> None:
+        print(f"{PREFIX} {text}", file=self.stream, flush=True)
+
+
+def step_line(session: Session, step: Step) -> str:
+    parts = [f"step {step.step}"]
+    if step.epoch is not None:
+        parts.append(f"epoch {step.epoch}")
+    parts.append(f"loss {number(step.loss)}")
+    parts.append(f"grad {number(step.grad_norm)}")
+    if step.lrs:
+        parts.append(f"lr {step.lrs[0]:.3g}")
+    if step.step_seconds is not None:
+        parts.append(f"{step.step_seconds * 1000:.1f} ms/step")
+    rate = session.samples_per_second()
+    if rate is not None:
+        parts.append(f"{rate:,.0f} samples/s")
+    parts.append(memory_text(session))
+    if step.skipped:
+        parts.append("(AMP skipped)")
+    return "  ".join(parts)
+
+
+def memory_text(session: Session) -> str:
+    m = session.memory
+    if m is None:
+        return "mem ?"
+    if m.cuda_allocated is not None:
+        return f"cuda alloc {bytes_text(m.cuda_allocated)} reserved {bytes_text(m.cuda_reserved)}"
+    return f"rss {bytes_text(m.rss)} (CPU)"
+
+
+def event_line(event: Event) -> str:
+    """One line; the details (an exception's frames) are the script's own stderr already."""
+    where = f" at step {event.step}" if event.step else ""
+    return f"{event.kind}{where}: {event.message}"
+
+
+def run_headless(target: Target, agent_options: dict[str, Any], every: int) -> int:
+    session = Session(target.name, target.args)
+    printer = HeadlessPrinter(session, every, sys.stderr)
+    run = ChildRun(target, session, {**agent_options, "post_mortem": False}, capture_output=False)
+    run.start()
+    try:
+        code = _wait(run)
+    finally:
+        run.close()
+    if session.exit_code is None:
+        session.child_exited(code)
+    printer.summary()
+    return exit_status(code)
+
+
+def _wait(run: ChildRun) -> int:
+    """Wait for the child; a Ctrl-C goes to the script, a second one stops it."""
+    try:
+        return run.wait()
+    except KeyboardInterrupt:
+        run.interrupt()
+    try:
+        code = run.wait(10.0)
+    except KeyboardInterrupt:
+        code = None
+    if code is None:
+        run.stop()
+        code = run.process.returncode
+    return code

@@ -1,0 +1,156 @@
+"""Start the training script as a child process under the agent, and own its lifecycle.
+
+The child runs in its own session (process group) so that tuidebug can stop it and everything
+it started, and so that a Ctrl-C meant for the TUI does not reach it unasked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from tuidebug import protocol
+from tuidebug.protocol import Command
+from tuidebug.server import AgentServer
+from tuidebug.session import Session
+
+
+# The child imports torch and the agent; this process never imports torch, so the screen is up at once.
+BOOTSTRAP = "from tuidebug.agent.runner import main; main()"
+
+
+class TargetError(Exception):
+    """The script cannot be run: the message is the one-line error for the user."""
+
+
+@dataclass
+class Target:
+    """What to run: a script path, or a module as with ``python -m``."""
+
+    name: str
+    args: list[str] = field(default_factory=list)
+    module: bool = False
+
+    def check(self) -> None:
+        """Raise TargetError for a script that python could not even start."""
+        if self.module:
+            return
+        if not os.path.exists(self.name):
+            raise TargetError(f"no such script: {self.name}")
+        if os.path.isdir(self.name):
+            raise TargetError(f"{self.name} is a directory, not a script")
+        try:
+            with open(self.name, "rb") as source:
+                compile(source.read(), self.name, "exec")
+        except SyntaxError as exc:
+            raise TargetError(f"syntax error in {exc.filename} line {exc.lineno}: {exc.msg}") from None
+        except (OSError, ValueError) as exc:
+            raise TargetError(f"cannot read {self.name}: {exc}") from None
+
+    @property
+    def display(self) -> str:
+        return " ".join((["-m"] if self.module else []) + [self.name, *self.args])
+
+
+class ChildRun:
+    def __init__(self, target: Target, session: Session, agent_options: dict[str, Any],
+                 capture_output: bool) -> None:
+        self.target = target
+        self.session = session
+        self.agent_options = agent_options
+        self.capture_output = capture_output
+        self.server = AgentServer(session)
+        self.process: subprocess.Popen | None = None
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        self.server.start()
+        env = dict(os.environ)
+        env[protocol.ENV_ADDRESS] = self.server.address
+        env[protocol.ENV_TOKEN] = self.server.token
+        env[protocol.ENV_CONFIG] = json.dumps({
+            "target": self.target.name, "args": self.target.args, "module": self.target.module,
+            "agent": self.agent_options,
+        })
+        pipe = subprocess.PIPE if self.capture_output else None
+        if self.capture_output:
+            env["PYTHONUNBUFFERED"] = "1"
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", BOOTSTRAP], env=env, start_new_session=True,
+            stdin=subprocess.DEVNULL if self.capture_output else None,
+            stdout=pipe, stderr=subprocess.STDOUT if self.capture_output else None,
+        )
+        self.session.pid = self.process.pid
+        if self.capture_output:
+            self._spawn(self._read_output, self.process.stdout)
+        self._spawn(self._watch)
+
+    def command(self, name: str, **args: Any) -> bool:
+        return self.server.send(Command(name=name, args=args))
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The child's return code, once it and everything it reported have been taken in."""
+        if self.process is None:
+            return None
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        for thread in self._threads:
+            thread.join(timeout=5)
+        return code
+
+    def interrupt(self) -> None:
+        """What Ctrl-C does to a plain python run: SIGINT to the script's process group."""
+        self._signal(signal.SIGINT)
+
+    def stop(self, grace: float = 3.0) -> None:
+        """Terminate the child and its process group: SIGTERM, then SIGKILL after ``grace`` seconds."""
+        if not self.running:
+            return
+        self._signal(signal.SIGTERM)
+        if self.wait(grace) is None:
+            self._signal(signal.SIGKILL)
+            self.wait(grace)
+
+    def close(self) -> None:
+        self.stop()
+        self.server.close()
+
+    def _signal(self, signum: int) -> None:
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _spawn(self, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _read_output(self, stream: IO[bytes]) -> None:
+        for raw in iter(stream.readline, b""):
+            self.session.add_output(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+        stream.close()
+
+    def _watch(self) -> None:
+        code = self.process.wait()
+        self.server.join(timeout=5)
+        self.session.child_exited(code)
+
+
+def exit_status(returncode: int) -> int:
+    """tuidebug's own exit code for the child's: a signal N becomes 128 + N, as shells report it."""
+    return 128 - returncode if returncode < 0 else returncode

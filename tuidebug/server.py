@@ -1,0 +1,127 @@
+"""The TUI side of the socket: listen privately, check the handshake, feed the Session.
+
+The socket lives in a fresh 0700 directory. A connection must send a ``Hello`` with the protocol
+version and the session token within a few seconds; anything else is rejected, the reason logged
+in the session, and the connection closed. One agent per session.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+import threading
+
+from tuidebug import protocol
+from tuidebug.protocol import Command, Hello, Reject, Welcome
+from tuidebug.session import Session
+
+HANDSHAKE_SECONDS = 5.0
+
+
+class AgentServer:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.token = secrets.token_hex(16)
+        self._dir = tempfile.mkdtemp(prefix="tuidebug-")
+        self.address = os.path.join(self._dir, "agent.sock")
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self.address)
+        os.chmod(self.address, 0o600)
+        self._listener.listen(4)
+        self._agent: socket.socket | None = None
+        self._send_lock = threading.Lock()
+        self._closed = False
+        self._readers: list[threading.Thread] = []
+
+    def start(self) -> None:
+        threading.Thread(target=self._accept_loop, name="tuidebug-accept", daemon=True).start()
+
+    @property
+    def connected(self) -> bool:
+        return self._agent is not None
+
+    def send(self, command: Command) -> bool:
+        """Send a command to the agent; False when no agent is connected."""
+        agent = self._agent
+        if agent is None:
+            return False
+        try:
+            with self._send_lock:
+                agent.sendall(protocol.encode(command))
+        except OSError:
+            return False
+        return True
+
+    def join(self, timeout: float = 5.0) -> None:
+        """Wait for the readers to take in everything the agent sent before it closed."""
+        for reader in list(self._readers):
+            reader.join(timeout)
+
+    def close(self) -> None:
+        self._closed = True
+        for sock in (self._agent, self._listener):
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                sock.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            reader = threading.Thread(target=self._serve, args=(conn,), name="tuidebug-read", daemon=True)
+            self._readers.append(reader)
+            reader.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        decoder, pending = protocol.FrameDecoder(), []
+        try:
+            if not self._handshake(conn, decoder, pending):
+                return
+            while (message := protocol.read_message(conn, decoder, pending)) is not None:
+                self.session.ingest(message)
+        except protocol.ProtocolError as exc:
+            self.session.note("error", f"closed the agent connection: {exc}")
+        except OSError:
+            pass
+        finally:
+            if self._agent is conn:
+                self._agent = None
+                self.session.agent_disconnected()
+            conn.close()
+
+    def _handshake(self, conn: socket.socket, decoder: protocol.FrameDecoder, pending: list) -> bool:
+        conn.settimeout(HANDSHAKE_SECONDS)
+        try:
+            hello = protocol.read_message(conn, decoder, pending)
+        except (protocol.ProtocolError, TimeoutError) as exc:
+            return self._reject(conn, f"bad handshake: {exc}")
+        if not isinstance(hello, Hello):
+            return self._reject(conn, "bad handshake: the first frame is not a hello")
+        if hello.version != protocol.PROTOCOL_VERSION:
+            return self._reject(conn, f"protocol version {hello.version}, expected {protocol.PROTOCOL_VERSION}")
+        if not secrets.compare_digest(hello.token, self.token):
+            return self._reject(conn, "wrong token")
+        if self._agent is not None:
+            return self._reject(conn, "an agent is already connected")
+        conn.settimeout(None)
+        conn.sendall(protocol.encode(Welcome()))
+        self._agent = conn
+        self.session.ingest(hello)
+        return True
+
+    def _reject(self, conn: socket.socket, reason: str) -> bool:
+        self.session.note("rejected", f"rejected a connection: {reason}")
+        try:
+            conn.sendall(protocol.encode(Reject(reason=reason)))
+        except OSError:
+            pass
+        return False
