@@ -222,7 +222,7 @@ class Session:
                 self.counters.first_nonfinite_step = step.step
             if count == 1 and not any(e.kind == kind for e in self.events):
                 what = "loss" if kind == "nonfinite_loss" else "gradient norm"
-                event = Event(kind=kind, message=f"{what} is {value} at step {step.step}",
+                event = Event(kind=kind, message=f"{what} is {value}",
                               time=time.time(), step=step.step)
                 self.events.append(event)
                 self._derived.append(event)

@@ -55,6 +55,11 @@ class Control:
         else:
             self.safe_point("step_end")
 
+    def break_on_nonfinite(self, reason: str, where: str) -> None:
+        """Pause at the first non-finite value only: a run that goes on after it would stop every step."""
+        self.agent.config.break_on_nan = False
+        self.hold(reason, where)
+
     def hold(self, reason: str, where: str, state: str = "paused") -> None:
         """Block the training thread, serving commands, until resumed or disconnected."""
         client = self.agent.client

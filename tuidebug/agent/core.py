@@ -15,6 +15,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -108,11 +109,14 @@ class Agent:
         count = sum(p.numel() for p in module.parameters())
         self.event("model", f"{type(module).__name__} with {count:,} parameters")
 
-    def on_batch(self, batch: Any, epoch: int | None) -> None:
+    def on_batch(self, fetch: Callable[[], Any], epoch: int | None) -> Any:
+        """The batch the loop gets next: normally ``fetch()``'s, the DataLoader's own."""
+        batch = fetch()
         self._batch_size = batch_size_of(batch)
         self._epoch = epoch
         self.batches.append((self.step + 1, batch))
         self.control.safe_point("batch")
+        return batch
 
     def on_scaled_loss(self, raw: torch.Tensor, scaled: torch.Tensor) -> None:
         self._scaled = (weakref.ref(scaled), raw.detach())
@@ -129,7 +133,7 @@ class Agent:
         self._backward_calls += 1
         if self.config.break_on_nan and not bool(torch.isfinite(loss).all()):
             self.event("nonfinite_loss", f"non-finite loss ({float(loss):g}) before backward")
-            self.control.hold("non-finite loss before backward", "backward")
+            self.control.break_on_nonfinite("non-finite loss before backward", "backward")
         else:
             self.control.safe_point("backward")
 
@@ -151,7 +155,7 @@ class Agent:
             self._layer = ([self._param_name(p, i) for i, p in enumerate(params)], norms)
         if self.config.break_on_nan and not bool(torch.isfinite(total)):
             self.event("nonfinite_grad", f"non-finite gradient norm ({float(total):g}) before optimizer step")
-            self.control.hold("non-finite gradient before the optimizer step", "before_step")
+            self.control.break_on_nonfinite("non-finite gradient before the optimizer step", "before_step")
 
     def after_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self._primary is not None and optimizer is self._primary():

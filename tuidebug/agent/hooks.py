@@ -71,10 +71,9 @@ def _install_dataloader_hooks(agent: Agent) -> Callable[[], None]:
 
     @functools.wraps(original_next)
     def next_batch(self: _BaseDataLoaderIter) -> Any:
-        batch = original_next(self)
-        if agent.active():
-            agent.on_batch(batch, getattr(self, "_tuidebug_epoch", None))
-        return batch
+        if not agent.active():
+            return original_next(self)
+        return agent.on_batch(lambda: original_next(self), getattr(self, "_tuidebug_epoch", None))
 
     DataLoader.__iter__ = loader_iter
     _BaseDataLoaderIter.__next__ = next_batch
