@@ -91,8 +91,9 @@ class ChildRun:
             self._spawn(self._read_output, self.process.stdout)
         self._spawn(self._watch)
 
-    def command(self, name: str, **args: Any) -> bool:
-        return self.server.send(Command(name=name, args=args))
+    def command(self, command: str, /, **args: Any) -> bool:
+        """Send ``command`` with keyword arguments to the agent; False when it is not connected."""
+        return self.server.send(Command(name=command, args=args))
 
     @property
     def running(self) -> bool:

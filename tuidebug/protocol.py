@@ -135,8 +135,48 @@ class Command(Message):
     args: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class ProbeProgress(Message):
+    """A running probe's progress, for the progress bar."""
+
+    TYPE: ClassVar[str] = "probe_progress"
+    run_id: int
+    probe: str
+    fraction: float
+    text: str = ""
+
+
+@dataclass
+class ProbeResult(Message):
+    """What a probe found. ``method`` says how it ran the pipeline (replay, observed copy, watch API)."""
+
+    TYPE: ClassVar[str] = "probe_result"
+    run_id: int
+    probe: str
+    status: str  # pass, fail, inconclusive, cancelled, error
+    summary: str
+    evidence: list[str] = field(default_factory=list)
+    fix: str = ""
+    method: str = ""
+    curve: list[float] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BatchReport(Message):
+    """The batch inspector's figures for one captured batch: one dict per tensor (see probes.batch)."""
+
+    TYPE: ClassVar[str] = "batch_report"
+    step: int | None
+    available: list[int]
+    tensors: list[dict[str, Any]] = field(default_factory=list)
+    note: str = ""
+
+
 MESSAGE_TYPES: dict[str, type[Message]] = {
-    cls.TYPE: cls for cls in (Hello, Welcome, Reject, Device, Step, Memory, Event, State, Command)
+    cls.TYPE: cls
+    for cls in (Hello, Welcome, Reject, Device, Step, Memory, Event, State, Command,
+                ProbeProgress, ProbeResult, BatchReport)
 }
 _WIRE_TYPES = {"int": (int,), "float": (float, int), "str": (str,), "bool": (bool,), "None": (type(None),),
                "list": (list,), "dict": (dict,), "Any": (object,)}

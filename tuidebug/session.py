@@ -16,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tuidebug.protocol import Device, Event, Hello, Memory, Message, State, Step
+from tuidebug.protocol import (
+    BatchReport, Device, Event, Hello, Memory, Message, ProbeProgress, ProbeResult, State, Step,
+)
 
 RECENT_STEPS = 10_000
 COARSE_POINTS = 2_048
@@ -114,6 +116,9 @@ class Session:
         self.layer_norms: dict[str, float] = {}
         self.layer_norms_step: int | None = None
         self.counters = Counters()
+        self.probe_results: dict[str, ProbeResult] = {}
+        self.probe_progress: ProbeProgress | None = None
+        self.batch_report: BatchReport | None = None
         self.events: collections.deque[Event] = collections.deque(maxlen=EVENT_LOG)
         self.output: collections.deque[str] = collections.deque(maxlen=OUTPUT_LINES)
         self._listeners: list[Listener] = []
@@ -238,9 +243,23 @@ class Session:
     def _on_event(self, event: Event) -> None:
         self.events.append(event)
 
+    def _on_probe_progress(self, progress: ProbeProgress) -> None:
+        self.probe_progress = progress
+
+    def _on_probe_result(self, result: ProbeResult) -> None:
+        self.probe_results[result.probe] = result
+        if self.probe_progress is not None and self.probe_progress.run_id == result.run_id:
+            self.probe_progress = None
+        self.events.append(Event(kind="probe", message=f"{result.probe}: {result.status}: {result.summary}",
+                                 time=time.time(), step=self.step))
+
+    def _on_batch_report(self, report: BatchReport) -> None:
+        self.batch_report = report
+
     _handlers: dict[type, Callable[[Session, Any], None]] = {
         Hello: _on_hello, Device: _on_device, State: _on_state, Step: _on_step,
-        Memory: _on_memory, Event: _on_event,
+        Memory: _on_memory, Event: _on_event, ProbeProgress: _on_probe_progress,
+        ProbeResult: _on_probe_result, BatchReport: _on_batch_report,
     }
 
     def _notify(self, kind: str, payload: Any) -> None:

@@ -43,6 +43,8 @@ class AgentClient:
         self._command_ready = threading.Condition()
         self.connected = False
         self.on_disconnect: Callable[[], None] | None = None
+        # Commands handled at once on the reader thread: cancelling a probe can't wait for a safe point.
+        self.immediate: dict[str, Callable[[dict], None]] = {}
         self._resolve: Callable[[Any], Step] = lambda record: record
         self._lost_lock = threading.Lock()
         self._busy = False
@@ -109,6 +111,12 @@ class AgentClient:
             self._command_ready.wait_for(lambda: self._commands or not self.connected, timeout)
         return self._commands.popleft() if self._commands else None
 
+    def post_local(self, command: Command) -> None:
+        """Queue a command from inside the agent (a probe's hand-off), as if the TUI had sent it."""
+        self._commands.append(command)
+        with self._command_ready:
+            self._command_ready.notify_all()
+
     def has_commands(self) -> bool:
         return bool(self._commands)
 
@@ -172,10 +180,10 @@ class AgentClient:
                 message = protocol.read_message(self._sock, decoder, pending)
                 if message is None:
                     break
-                if isinstance(message, Command):
-                    self._commands.append(message)
-                    with self._command_ready:
-                        self._command_ready.notify_all()
+                if isinstance(message, Command) and message.name in self.immediate:
+                    self.immediate[message.name](message.args)
+                elif isinstance(message, Command):
+                    self.post_local(message)
         except (OSError, protocol.ProtocolError):
             pass
         self._lost()

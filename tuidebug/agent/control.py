@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tuidebug.probes.batch import batch_report
 from tuidebug.protocol import Command, State
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ class Control:
         self.agent = agent
         self.pause_requested = False
         self.step_once = False
-        self._holding = False
+        self.holding: str | None = None  # the state of the hold the training thread is in
         self._leave = False
         self.handlers: dict[str, Handler] = {
             "pause": self._pause,
@@ -33,7 +34,11 @@ class Control:
             "step": self._step,
             "break_at": self._break_at,
             "break_on_nan": self._break_on_nan,
-            "quit": self._resume,
+            "quit": self._quit,
+            "probe": self._probe,
+            "inspect": self._inspect,
+            "_replay_iteration": lambda args: self.agent.probes.request_iteration(),
+            "_probe_done": lambda args: self.agent.probes.finish(),
         }
 
     def safe_point(self, where: str) -> None:
@@ -65,15 +70,19 @@ class Control:
         client = self.agent.client
         if client is None or not client.connected:
             return
-        self._holding, self._leave = True, False
+        outer, self.holding, self._leave = self.holding, state, False
         self.agent.send(State(state=state, step=self.agent.step, reason=reason, where=where))
         while not self._leave and client.connected:
             command = client.next_command(timeout=0.5)
             if command is not None:
                 self._run(command)
-        self._holding = False
+        self.holding, self._leave = outer, False
         if state == "paused":
             self.agent.send(State(state="running", step=self.agent.step))
+
+    def leave(self) -> None:
+        """End the current hold: the training thread goes on."""
+        self._leave = True
 
     def _drain(self) -> None:
         client = self.agent.client
@@ -91,17 +100,41 @@ class Control:
             self.agent.event("error", f"command {command.name} failed: {type(exc).__name__}: {exc}")
 
     def _pause(self, args: dict[str, Any]) -> None:
-        if not self._holding:
+        if self.holding is None:
             self.pause_requested = True
 
     def _resume(self, args: dict[str, Any]) -> None:
+        if not self._probe_running():
+            self._leave = True
+
+    def _quit(self, args: dict[str, Any]) -> None:
+        self.agent.probes.cancel.set()
         self._leave = True
 
     def _step(self, args: dict[str, Any]) -> None:
+        if self._probe_running():
+            return
         self.step_once = True
         self._leave = True
-        if not self._holding:
+        if self.holding is None:
             self.pause_requested = False
+
+    def _probe_running(self) -> bool:
+        """Training must not go on under a probe: it would be rolled back when the probe ends."""
+        if self.agent.probes.active is None:
+            return False
+        self.agent.event("error", f"probe {self.agent.probes.active.probe} is running: wait or cancel it (c)")
+        return True
+
+    def _probe(self, args: dict[str, Any]) -> None:
+        if self.holding is None:
+            self.agent.event("error", "pause the run before running a probe")
+            return
+        live = self.agent.script_running and self.holding != "ended"
+        self.agent.probes.start(str(args["name"]), dict(args.get("params") or {}), live_loop=live)
+
+    def _inspect(self, args: dict[str, Any]) -> None:
+        self.agent.send(batch_report(self.agent.batches, args.get("step"), args.get("example", 0)))
 
     def _break_at(self, args: dict[str, Any]) -> None:
         step = args.get("step")

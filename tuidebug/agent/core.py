@@ -14,7 +14,7 @@ import os
 import threading
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import Any
 
@@ -23,9 +23,14 @@ import torch
 from tuidebug.agent.client import AgentClient
 from tuidebug.agent.control import Control
 from tuidebug.agent.gradients import parameters_with_grad, per_parameter_norms, total_norm
+from tuidebug.agent.probing import ProbeRuntime
+from tuidebug.agent.snapshot import Snapshot
 from tuidebug.protocol import Event, Step
 
 MAX_LOSSES_PER_STEP = 256
+
+# The agent of this process, for ``tuidebug.watch``; None when not running under tuidebug.
+CURRENT: Agent | None = None
 
 
 @dataclass
@@ -41,6 +46,31 @@ class AgentConfig:
     def from_dict(cls, values: dict[str, Any]) -> AgentConfig:
         known = {k: v for k, v in values.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+@dataclass
+class Captured:
+    """A batch the DataLoader yielded, the step it fed, its size, and which loader it came from."""
+
+    step: int
+    batch: Any
+    size: int | None
+    source: int
+
+
+@dataclass
+class Observed:
+    """What the hooks saw of the pipeline, for probes that run it on a copy."""
+
+    models: list[torch.nn.Module] = field(default_factory=list)
+    model: torch.nn.Module | None = None
+    model_inputs: tuple[tuple, dict] | None = None
+    input_size: int | None = None
+    output: weakref.ref | None = None
+    criterion: torch.nn.Module | None = None
+    criterion_targets: tuple = ()
+    watch_loss: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None
+    stateful: weakref.WeakSet = field(default_factory=weakref.WeakSet)  # LR schedulers, grad scalers
 
 
 @dataclass
@@ -70,10 +100,12 @@ class Agent:
         self.pid = os.getpid()
         self.thread_id = threading.get_ident()
         self.control = Control(self)
+        self.probes = ProbeRuntime(self)
+        self.script_running = True
         self.step = 0
-        self.model: torch.nn.Module | None = None
+        self.observed = Observed()
         self.optimizers: list[torch.optim.Optimizer] = []
-        self.batches: collections.deque[tuple[int, Any]] = collections.deque(maxlen=config.keep_batches)
+        self.batches: collections.deque[Captured] = collections.deque(maxlen=config.keep_batches)
         self._primary: weakref.ref | None = None
         self._losses: list[torch.Tensor] = []
         self._backward_calls = 0
@@ -100,25 +132,75 @@ class Agent:
 
     # --- observations from the hooks -------------------------------------------------------
 
-    def on_model(self, module: torch.nn.Module) -> None:
-        module = getattr(module, "_orig_mod", module)  # torch.compile's wrapper
-        if module is self.model or next(module.parameters(), None) is None:
-            return
-        self.model = module
-        self._param_names = {id(p): name for name, p in module.named_parameters()}
-        count = sum(p.numel() for p in module.parameters())
-        self.event("model", f"{type(module).__name__} with {count:,} parameters")
+    @property
+    def model(self) -> torch.nn.Module | None:
+        return self.observed.model
 
-    def on_batch(self, fetch: Callable[[], Any], epoch: int | None) -> Any:
+    def on_top_level_call(self, module: torch.nn.Module, args: tuple) -> None:
+        """An outermost module call: the model if it has parameters, else maybe the loss module."""
+        module = getattr(module, "_orig_mod", module)  # torch.compile's wrapper
+        seen = self.observed
+        if module is seen.model:
+            return
+        if next(module.parameters(), None) is not None:
+            self._new_model(module)
+        elif isinstance(module, torch.nn.modules.loss._Loss) and args and seen.output is not None:
+            if seen.output() is args[0]:  # the loss of the model's own output: replayable on a copy
+                seen.criterion, seen.criterion_targets = module, tuple(args[1:])
+
+    def on_model_inputs(self, args: tuple, kwargs: dict) -> None:
+        self.observed.model_inputs = (args, kwargs)
+        self.observed.input_size = batch_size_of((args, kwargs))
+
+    def on_model_output(self, output: Any) -> None:
+        self.observed.output = weakref.ref(output) if isinstance(output, torch.Tensor) else None
+
+    def _new_model(self, module: torch.nn.Module) -> None:
+        seen = self.observed
+        if module not in seen.models:
+            seen.models.append(module)
+            count = sum(p.numel() for p in module.parameters())
+            self.event("model", f"{type(module).__name__} with {count:,} parameters")
+            self.on_new_model(module)
+        seen.model = module
+        self._param_names = {id(p): name for name, p in module.named_parameters()}
+
+    def on_new_model(self, module: torch.nn.Module) -> None:
+        """Set by the hooks: watch the model's own calls (with kwargs) from now on."""
+
+    def watch(self, model: torch.nn.Module, optimizer: Any, loss_fn: Any) -> None:
+        """``tuidebug.watch``: the user names the model, optimizer and loss explicitly."""
+        self._new_model(model)
+        if optimizer is not None and optimizer not in self.optimizers:
+            self.optimizers.insert(0, optimizer)
+        self.observed.watch_loss = loss_fn
+        self.event("watch", "tuidebug.watch: model, optimizer and loss given by the script")
+
+    def on_stateful(self, obj: Any) -> None:
+        """An LR scheduler or grad scaler: probes save and restore its state."""
+        self.observed.stateful.add(obj)
+
+    def on_batch(self, fetch: Callable[[], Any], epoch: int | None, source: int) -> Any:
         """The batch the loop gets next: normally ``fetch()``'s, the DataLoader's own."""
-        batch = fetch()
-        self._batch_size = batch_size_of(batch)
-        self._epoch = epoch
-        self.batches.append((self.step + 1, batch))
+        if self.probes.wants_replay(source):
+            return self.probes.next_batch(lambda: self._capture(fetch(), epoch, source))
+        batch = self._capture(fetch(), epoch, source)
         self.control.safe_point("batch")
+        if self.probes.wants_replay(source):  # a probe asked for its first iteration while paused here
+            return self.probes.begin(batch)
         return batch
 
-    def on_scaled_loss(self, raw: torch.Tensor, scaled: torch.Tensor) -> None:
+    def _capture(self, batch: Any, epoch: int | None, source: int) -> Any:
+        self._batch_size = batch_size_of(batch)
+        self._epoch = epoch
+        self.batches.append(Captured(self.step + 1, batch, self._batch_size, source))
+        return batch
+
+    def take_snapshot(self) -> Snapshot:
+        return Snapshot.take(self.observed.models, self.optimizers, list(self.observed.stateful))
+
+    def on_scaled_loss(self, scaler: Any, raw: torch.Tensor, scaled: torch.Tensor) -> None:
+        self.on_stateful(scaler)
         self._scaled = (weakref.ref(scaled), raw.detach())
 
     def on_backward(self, tensor: torch.Tensor) -> None:
@@ -127,6 +209,9 @@ class Agent:
         else:
             loss = tensor.detach()
         self._scaled = None
+        if self.probes.replaying:
+            self.probes.record_loss(loss)
+            return
         if len(self._losses) >= MAX_LOSSES_PER_STEP:  # fold long accumulations into one sum
             self._losses = [torch.stack([t.reshape(()) for t in self._losses]).sum()]
         self._losses.append(loss)
@@ -138,6 +223,8 @@ class Agent:
             self.control.safe_point("backward")
 
     def before_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.probes.replaying:
+            return
         if optimizer not in self.optimizers:
             self.optimizers.append(optimizer)
             groups = len(optimizer.param_groups)
@@ -158,11 +245,15 @@ class Agent:
             self.control.break_on_nonfinite("non-finite gradient before the optimizer step", "before_step")
 
     def after_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.probes.replaying:
+            return
         if self._primary is not None and optimizer is self._primary():
             self._finish_step(skipped=False)
 
     def on_scaler_skipped(self, scale: float | None) -> None:
         """GradScaler.step fired no optimizer hook: it skipped the step on inf/NaN gradients."""
+        if self.probes.replaying:
+            return
         if self._skips_reported < 5:
             self._skips_reported += 1
             self.event("amp_skip", f"GradScaler skipped the optimizer step (inf/NaN gradients), scale {scale}")

@@ -32,28 +32,44 @@ def install(agent: Agent) -> list[Callable[[], None]]:
         _install_backward_hook(agent),
         _install_optimizer_hooks(agent),
         _install_grad_scaler_hooks(agent),
+        _install_state_hooks(agent),
         _install_warning_hook(agent),
     ]
 
 
 def _install_module_hooks(agent: Agent) -> Callable[[], None]:
-    """The outermost module call with parameters is the model."""
+    """The outermost module call with parameters is the model; one without, after it, the loss."""
     depth = [0]
+    handles = []
 
     def before_forward(module: torch.nn.Module, args: Any) -> None:
         if _is_compiling():
             return
         if depth[0] == 0 and agent.active():
-            agent.on_model(module)
+            agent.on_top_level_call(module, args)
         depth[0] += 1
 
     def after_forward(module: torch.nn.Module, args: Any, output: Any) -> None:
         if not _is_compiling():
             depth[0] -= 1
 
-    pre = module_hooks.register_module_forward_pre_hook(before_forward)
-    post = module_hooks.register_module_forward_hook(after_forward, always_call=True)
-    return lambda: (pre.remove(), post.remove())
+    def model_inputs(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        if not _is_compiling() and agent.active():
+            agent.on_model_inputs(args, kwargs)
+
+    def model_output(module: torch.nn.Module, args: tuple, output: Any) -> None:
+        if not _is_compiling() and agent.active():
+            agent.on_model_output(output)
+
+    def watch_model(module: torch.nn.Module) -> None:
+        # Global pre-hooks never see kwargs (model(input_ids=...)): the model gets its own hooks.
+        handles.append(module.register_forward_pre_hook(model_inputs, with_kwargs=True))
+        handles.append(module.register_forward_hook(model_output))
+
+    agent.on_new_model = watch_model
+    handles.append(module_hooks.register_module_forward_pre_hook(before_forward))
+    handles.append(module_hooks.register_module_forward_hook(after_forward, always_call=True))
+    return lambda: [handle.remove() for handle in handles]
 
 
 def _install_dataloader_hooks(agent: Agent) -> Callable[[], None]:
@@ -67,13 +83,15 @@ def _install_dataloader_hooks(agent: Agent) -> Callable[[], None]:
         iterator = original_iter(self)
         epochs[id(self)] = epochs.get(id(self), 0) + 1
         iterator._tuidebug_epoch = epochs[id(self)]
+        iterator._tuidebug_loader = id(self)
         return iterator
 
     @functools.wraps(original_next)
     def next_batch(self: _BaseDataLoaderIter) -> Any:
         if not agent.active():
             return original_next(self)
-        return agent.on_batch(lambda: original_next(self), getattr(self, "_tuidebug_epoch", None))
+        source = getattr(self, "_tuidebug_loader", id(self))
+        return agent.on_batch(lambda: original_next(self), getattr(self, "_tuidebug_epoch", None), source)
 
     DataLoader.__iter__ = loader_iter
     _BaseDataLoaderIter.__next__ = next_batch
@@ -134,7 +152,7 @@ def _install_grad_scaler_hooks(agent: Agent) -> Callable[[], None]:
     def scale(self: Any, outputs: Any) -> Any:
         scaled = original_scale(self, outputs)
         if isinstance(outputs, torch.Tensor) and outputs.numel() == 1 and agent.active():
-            agent.on_scaled_loss(outputs, scaled)
+            agent.on_scaled_loss(self, outputs, scaled)
         return scaled
 
     @functools.wraps(original_step)
@@ -160,6 +178,34 @@ def _install_grad_scaler_hooks(agent: Agent) -> Callable[[], None]:
 def _current_scale(scaler: Any) -> float | None:
     scale = getattr(scaler, "_scale", None)
     return float(scale) if scale is not None else None
+
+
+def _install_state_hooks(agent: Agent) -> Callable[[], None]:
+    """LR schedulers (probes restore them), and no checkpoint writes while a probe borrows the loop."""
+    scheduler_class = torch.optim.lr_scheduler.LRScheduler
+    original_init = scheduler_class.__init__
+    original_save = torch.save
+
+    @functools.wraps(original_init)
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        if agent.active():
+            agent.on_stateful(self)
+
+    @functools.wraps(original_save)
+    def save(*args: Any, **kwargs: Any) -> Any:
+        if agent.probes.replaying and agent.active():
+            return None
+        return original_save(*args, **kwargs)
+
+    scheduler_class.__init__ = init
+    torch.save = save
+
+    def remove() -> None:
+        scheduler_class.__init__ = original_init
+        torch.save = original_save
+
+    return remove
 
 
 def _install_warning_hook(agent: Agent) -> Callable[[], None]:

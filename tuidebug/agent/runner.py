@@ -20,7 +20,7 @@ from types import TracebackType
 import torch
 
 from tuidebug import protocol
-from tuidebug.agent import hooks
+from tuidebug.agent import core, hooks
 from tuidebug.agent.client import AgentClient, ConnectionRefused
 from tuidebug.agent.core import Agent, AgentConfig, resolve
 from tuidebug.agent.memory import MemoryReader
@@ -38,6 +38,7 @@ def main() -> None:
 
     client = AgentClient(address, token, sampler=MemoryReader().read)
     agent = Agent(agent_config, client)
+    core.CURRENT = agent
     try:
         client.connect(argv, torch.__version__, resolve)
     except ConnectionRefused as exc:
@@ -45,10 +46,13 @@ def main() -> None:
         agent.client = None
     if agent_config.stop_on_disconnect:
         client.on_disconnect = _thread.interrupt_main
+    client.immediate["cancel"] = lambda args: agent.probes.cancel.set()
     hooks.install(agent)
     agent.send(State(state="running", step=0))
 
     code = run_target(agent, config["target"], config["args"], bool(config.get("module")))
+    agent.script_running = False
+    agent.probes.loop_ended()
     sys.stdout.flush()
     sys.stderr.flush()
     agent.send(Event(kind="script_end", message=f"script ended with code {code}", time=time.time(), step=agent.step))

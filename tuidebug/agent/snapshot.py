@@ -1,0 +1,98 @@
+"""Save and restore everything a probe could disturb, in host memory.
+
+Parameters and buffers, gradients, every submodule's train/eval flag, optimizer state, LR
+schedulers, AMP grad scalers, and the torch / CUDA / numpy / python RNG states. Copies go to host
+memory so that a probe never adds GPU pressure (the OOM being diagnosed could be the next one).
+Restores are in place (``load_state_dict``), so the script's references stay valid.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+def to_host(value: Any) -> Any:
+    """A deep copy of ``value`` with every tensor copied to the CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {k: to_host(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_host(v) for v in value)
+    return copy.deepcopy(value)
+
+
+@dataclass
+class Snapshot:
+    modules: list[tuple[torch.nn.Module, dict[str, torch.Tensor], list[bool]]] = field(default_factory=list)
+    loose_params: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+    grads: list[tuple[torch.Tensor, torch.Tensor | None]] = field(default_factory=list)
+    optimizers: list[tuple[Any, dict]] = field(default_factory=list)
+    stateful: list[tuple[Any, dict]] = field(default_factory=list)  # schedulers and grad scalers
+    rng: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def take(cls, models: list[torch.nn.Module], optimizers: list[torch.optim.Optimizer],
+             stateful: list[Any]) -> Snapshot:
+        snap = cls()
+        covered: set[int] = set()
+        for model in models:
+            flags = [m.training for m in model.modules()]
+            snap.modules.append((model, to_host(model.state_dict()), flags))
+            covered.update(id(p) for p in model.parameters())
+        params = _unique([p for opt in optimizers for g in opt.param_groups for p in g["params"]]
+                         + [p for model in models for p in model.parameters()])
+        snap.loose_params = [(p, to_host(p)) for p in params if id(p) not in covered]
+        snap.grads = [(p, None if p.grad is None else to_host(p.grad)) for p in params]
+        snap.optimizers = [(opt, to_host(opt.state_dict())) for opt in optimizers]
+        snap.stateful = [(obj, to_host(obj.state_dict())) for obj in stateful]
+        snap.rng = _rng_state()
+        return snap
+
+    def restore(self) -> None:
+        with torch.no_grad():
+            for model, state, flags in self.modules:
+                model.load_state_dict(state)
+                for module, training in zip(model.modules(), flags):
+                    module.training = training
+            for param, value in self.loose_params:
+                param.copy_(value)
+            for param, grad in self.grads:
+                param.grad = None if grad is None else grad.to(param.device)
+        for opt, state in self.optimizers:
+            opt.load_state_dict(copy.deepcopy(state))
+        for obj, state in self.stateful:
+            obj.load_state_dict(copy.deepcopy(state))
+        _set_rng_state(self.rng)
+
+
+def _unique(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    seen: dict[int, torch.Tensor] = {}
+    for t in tensors:
+        seen.setdefault(id(t), t)
+    return list(seen.values())
+
+
+def _rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        state["numpy"] = numpy.random.get_state()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])
+    if "numpy" in state:
+        sys.modules["numpy"].random.set_state(state["numpy"])
