@@ -152,6 +152,8 @@ class ProbeRuntime:
         except Exception as exc:  # a probe's bug must not take the user's run down
             outcome = ProbeOutcome("error", f"probe failed: {type(exc).__name__}: {exc}",
                                    evidence=traceback.format_exc().splitlines()[-6:])
+        if ctx.used_trainer is not None:
+            outcome.evidence.append(ctx.used_trainer.note())
         ctx.result = ProbeResult(
             run_id=ctx.run_id, probe=ctx.probe, status="cancelled" if self.cancel.is_set() else outcome.status,
             summary=outcome.summary, evidence=outcome.evidence, fix=outcome.fix,

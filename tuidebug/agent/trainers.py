@@ -57,13 +57,23 @@ class ReplayTrainer:
         self.runtime = runtime
         self.batch = batch
         self.size = size
+        self.iterations = 0
 
     def prepare(self, examples: int) -> Any:
         return slice_batch(self.batch, examples, self.size)
 
     def step(self, batch: Any) -> float | None:
         """One iteration of the user's loop on ``batch``; the mean loss that went backward."""
+        self.iterations += 1
         return self.runtime.replay_iteration(batch)
+
+    def note(self) -> str:
+        return (f"borrowed {self.iterations} iteration(s) of the script's loop: its own counters and logs saw "
+                "them; model, optimizer, schedulers, scaler and RNG were restored afterwards")
+
+    def named_parameters(self) -> list[tuple[str, torch.Tensor]]:
+        model = self.runtime.agent.model
+        return list(model.named_parameters()) if model is not None else []
 
     def close(self) -> None:
         """Nothing to free: the runtime restores the snapshot."""
@@ -106,6 +116,12 @@ class CopyTrainer:
     def _observed_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         (args, kwargs), targets = batch
         return self.criterion(model(*args, **kwargs), *targets)
+
+    def named_parameters(self) -> list[tuple[str, torch.Tensor]]:
+        return list(self.model.named_parameters())
+
+    def note(self) -> str:
+        return "trained a copy: the real model and optimizer were not touched"
 
     def close(self) -> None:
         self.model = self.optimizer = None

@@ -47,6 +47,11 @@ class ProbeContext:
         return self._trainer
 
     @property
+    def used_trainer(self) -> Any:
+        """The trainer, if the probe used one."""
+        return self._trainer
+
+    @property
     def method(self) -> str:
         return self._trainer.method if self._trainer is not None else "the agent's observations"
 

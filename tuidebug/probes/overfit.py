@@ -11,6 +11,7 @@ ten examples.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from tuidebug.probes import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome
 
@@ -31,6 +32,7 @@ def run(ctx: ProbeContext) -> ProbeOutcome:
     trainer = ctx.trainer
     batch = trainer.prepare(examples)
     curve: list[float] = []
+    no_grad: list[str] = []
     for index in range(max_steps):
         if ctx.cancelled():
             return ProbeOutcome(INCONCLUSIVE, f"cancelled after {index} steps", curve=curve)
@@ -38,10 +40,22 @@ def run(ctx: ProbeContext) -> ProbeOutcome:
         if loss is None:
             return ProbeOutcome(INCONCLUSIVE, "no loss went backward while training on the batch", curve=curve)
         curve.append(loss)
+        if index == 0:
+            no_grad = parameters_without_gradient(trainer.named_parameters())
         ctx.progress((index + 1) / max_steps, f"step {index + 1}/{max_steps}: loss {loss:.4g}")
         if not math.isfinite(loss) or near_zero(curve):
             break
-    return verdict(curve, examples)
+    outcome = verdict(curve, examples)
+    if no_grad and outcome.status == FAIL:
+        shown = ", ".join(no_grad[:8]) + (f" and {len(no_grad) - 8} more" if len(no_grad) > 8 else "")
+        outcome.evidence.append(f"no gradient reached {len(no_grad)} trainable parameter(s): {shown}")
+    return outcome
+
+
+def parameters_without_gradient(named: list[tuple[str, Any]]) -> list[str]:
+    """Trainable parameters whose gradient is missing or all zero after an iteration."""
+    return [name for name, p in named
+            if p.requires_grad and (p.grad is None or not bool(p.grad.detach().abs().sum()))]
 
 
 def near_zero(curve: list[float]) -> bool:

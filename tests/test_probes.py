@@ -1,0 +1,143 @@
+"""Probes on real child processes: the overfit test, the batch inspector, and the proof that a
+probe leaves the run exactly as it was."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import EXAMPLES, SCRIPTS, wait_for
+
+
+def _plain_output(script, *args: str) -> str:
+    result = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=60)
+    return result.stdout.strip().splitlines()[-1]
+
+
+def _run_probe(run, session, name: str = "overfit", timeout: float = 60, **params):
+    run.command("probe", name=name, params=params)
+    wait_for(lambda: name in session.probe_results, timeout, f"the {name} probe's result")
+    return session.probe_results[name]
+
+
+def _finish(run, session) -> str:
+    """Resume to the end of the script, leave post-mortem, and return the script's last line."""
+    run.command("resume")
+    wait_for(lambda: session.state == "ended", 60, "the script to end")
+    run.command("quit")
+    run.wait(10)
+    return [line for line in session.output if line.strip()][-1]
+
+
+def test_overfit_passes_and_the_run_ends_bit_identical(start_run):
+    expected = _plain_output(SCRIPTS / "probe_checksum.py")
+    run, session = start_run(SCRIPTS / "probe_checksum.py", break_at=10)
+    wait_for(lambda: session.state == "paused", what="the break at step 10")
+
+    result = _run_probe(run, session)
+
+    assert result.status == "pass", result.summary
+    assert result.method == "replay through the script's own loop"
+    assert len(result.curve) >= 2 and result.curve[-1] < result.curve[0]
+    assert session.state == "paused" and session.reason == "probe finished"
+    assert _finish(run, session) == expected
+
+
+def test_overfit_fails_when_no_gradient_reaches_the_weights(start_run):
+    run, session = start_run(EXAMPLES / "no_grad_reaches_weights.py", break_at=3)
+    wait_for(lambda: session.state == "paused", what="the break at step 3")
+
+    result = _run_probe(run, session, steps=40)
+
+    assert result.status == "fail"
+    assert "cannot fit one batch" in result.summary
+    assert any("the weights are not being updated" in line for line in result.evidence)
+    assert any("no gradient reached" in line and "0.weight" in line for line in result.evidence)
+    assert "debug this single batch" in result.fix
+
+
+@pytest.mark.parametrize("kind", ["dict", "nested"])
+def test_overfit_replays_dict_and_nested_batches(start_run, kind):
+    expected = _plain_output(SCRIPTS / "probe_batches.py", kind)
+    run, session = start_run(SCRIPTS / "probe_batches.py", kind, break_at=4)
+    wait_for(lambda: session.state == "paused", what="the break")
+
+    result = _run_probe(run, session)
+
+    assert result.status == "pass", result.summary
+    assert result.method == "replay through the script's own loop"
+    assert _finish(run, session) == expected
+
+
+def test_without_a_dataloader_the_probe_trains_a_copy_with_the_observed_loss(start_run):
+    expected = _plain_output(SCRIPTS / "probe_batches.py", "loop")
+    run, session = start_run(SCRIPTS / "probe_batches.py", "loop", break_at=4)
+    wait_for(lambda: session.state == "paused", what="the break")
+
+    result = _run_probe(run, session)
+
+    assert result.status == "pass", result.summary
+    assert result.method == "copy of model and optimizer with the observed inputs and loss module"
+    assert _finish(run, session) == expected
+
+
+def test_a_functional_loss_without_dataloader_says_what_to_add(start_run):
+    run, session = start_run(SCRIPTS / "probe_batches.py", "functional", break_at=4)
+    wait_for(lambda: session.state == "paused", what="the break")
+
+    result = _run_probe(run, session)
+
+    assert result.status == "inconclusive"
+    assert "tuidebug.watch(model, optimizer, loss_fn=" in result.summary
+
+
+def test_post_mortem_probe_runs_on_a_copy_after_the_script_ended(start_run):
+    run, session = start_run(SCRIPTS / "probe_checksum.py", "1")
+    wait_for(lambda: session.state == "ended", 60, "the script to end")
+
+    result = _run_probe(run, session)
+
+    assert result.status == "pass", result.summary
+    assert result.method.startswith("copy of model and optimizer")
+
+
+def test_a_cancelled_probe_still_restores_the_run(start_run):
+    expected = _plain_output(SCRIPTS / "probe_checksum.py")
+    run, session = start_run(SCRIPTS / "probe_checksum.py", break_at=10)
+    wait_for(lambda: session.state == "paused", what="the break")
+    run.command("probe", name="overfit", params={"steps": 100000, "examples": 32})
+    wait_for(lambda: session.probe_progress is not None, what="progress from the probe")
+
+    run.command("cancel")
+    wait_for(lambda: "overfit" in session.probe_results, what="the cancelled result")
+
+    assert session.probe_results["overfit"].status == "cancelled"
+    assert _finish(run, session) == expected
+
+
+def test_inspector_figures_equal_those_computed_directly(start_run):
+    run, session = start_run(SCRIPTS / "probe_batches.py", "dict", break_at=2)
+    wait_for(lambda: session.state == "paused", what="the break")
+
+    run.command("inspect", step=2)
+    wait_for(lambda: session.batch_report is not None, what="the batch report")
+
+    report = session.batch_report
+    torch.manual_seed(0)
+    x = torch.randn(128, 6)
+    y = (x[:, 0] + x[:, 1] > 0).long()
+    features, labels = x[16:32].double(), y[16:32]
+    by_path = {t["path"]: t for t in report.tensors}
+    assert report.step == 2 and 2 in report.available
+    f = by_path["batch['features']"]
+    assert f["shape"] == [16, 6] and f["dtype"] == "float32" and f["nan"] == 0
+    assert f["min"] == pytest.approx(float(features.min()))
+    assert f["max"] == pytest.approx(float(features.max()))
+    assert f["mean"] == pytest.approx(float(features.mean()))
+    assert f["std"] == pytest.approx(float(features.std()))
+    assert f["example"] == pytest.approx(features[0].tolist())
+    counts = {str(int(c)): int(n) for c, n in zip(*torch.unique(labels, return_counts=True))}
+    assert by_path["batch['label']"]["labels"] == counts
