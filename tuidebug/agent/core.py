@@ -28,6 +28,7 @@ from tuidebug.agent.snapshot import Snapshot
 from tuidebug.protocol import Event, Step
 
 MAX_LOSSES_PER_STEP = 256
+HISTORY_STEPS = 512
 
 # The agent of this process, for ``tuidebug.watch``; None when not running under tuidebug.
 CURRENT: Agent | None = None
@@ -41,6 +42,8 @@ class AgentConfig:
     stop_on_disconnect: bool = False
     norm_stride: int = 10
     keep_batches: int = 4
+    checkpoint_every: int = 20
+    checkpoint_max_params: int = 50_000_000
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> AgentConfig:
@@ -106,6 +109,10 @@ class Agent:
         self.observed = Observed()
         self.optimizers: list[torch.optim.Optimizer] = []
         self.batches: collections.deque[Captured] = collections.deque(maxlen=config.keep_batches)
+        self.history: collections.deque[Step] = collections.deque(maxlen=HISTORY_STEPS)
+        self.loaders: dict[int, weakref.ref] = {}
+        self.checkpoints: collections.deque[tuple[int, Snapshot]] = collections.deque(maxlen=2)
+        self._checkpoint_numel: int | None = None
         self._primary: weakref.ref | None = None
         self._losses: list[torch.Tensor] = []
         self._backward_calls = 0
@@ -196,6 +203,15 @@ class Agent:
         self.batches.append(Captured(self.step + 1, batch, self._batch_size, source))
         return batch
 
+    def resolve(self, record: PendingStep) -> Step:
+        """On the writer thread: the Step message, also kept in the recent history probes read."""
+        step = to_step(record)
+        self.history.append(step)
+        return step
+
+    def on_loader(self, loader: Any) -> None:
+        self.loaders[id(loader)] = weakref.ref(loader)
+
     def take_snapshot(self) -> Snapshot:
         return Snapshot.take(self.observed.models, self.optimizers, list(self.observed.stateful))
 
@@ -222,8 +238,13 @@ class Agent:
         else:
             self.control.safe_point("backward")
 
+    def current_losses(self) -> list[torch.Tensor]:
+        """The losses of the step in progress (at a break, the failing one)."""
+        return list(self._losses)
+
     def before_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self.probes.replaying:
+            self.probes.before_replay_step(optimizer)
             return
         if optimizer not in self.optimizers:
             self.optimizers.append(optimizer)
@@ -246,6 +267,7 @@ class Agent:
 
     def after_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self.probes.replaying:
+            self.probes.after_replay_step(optimizer)
             return
         if self._primary is not None and optimizer is self._primary():
             self._finish_step(skipped=False)
@@ -289,7 +311,19 @@ class Agent:
         self._last_step_end = now
         if self.client is not None:
             self.client.send_metric(record)
+        self._maybe_checkpoint()
         self.control.after_step(self.step)
+
+    def _maybe_checkpoint(self) -> None:
+        """While break-on-NaN is armed, keep a recent host copy of the state, so that the NaN probes
+        can replay the steps that led to a failure at other rates or with clipping."""
+        every = self.config.checkpoint_every
+        if not self.config.break_on_nan or every <= 0 or (self.step != 1 and self.step % every):
+            return
+        if self._checkpoint_numel is None:
+            self._checkpoint_numel = sum(p.numel() for m in self.observed.models for p in m.parameters())
+        if self._checkpoint_numel <= self.config.checkpoint_max_params:
+            self.checkpoints.append((self.step, self.take_snapshot()))
 
     def _wants_layers(self) -> bool:
         stride = self.config.norm_stride
@@ -323,7 +357,7 @@ def batch_size_of(batch: Any, depth: int = 0) -> int | None:
     return None
 
 
-def resolve(record: PendingStep) -> Step:
+def to_step(record: PendingStep) -> Step:
     """Read a pending step's tensors (on the writer thread) into a Step message."""
     if record.ready is not None:
         record.ready.synchronize()

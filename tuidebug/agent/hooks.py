@@ -84,6 +84,8 @@ def _install_dataloader_hooks(agent: Agent) -> Callable[[], None]:
         epochs[id(self)] = epochs.get(id(self), 0) + 1
         iterator._tuidebug_epoch = epochs[id(self)]
         iterator._tuidebug_loader = id(self)
+        if agent.active():
+            agent.on_loader(self)
         return iterator
 
     @functools.wraps(original_next)

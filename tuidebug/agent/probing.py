@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tuidebug.agent.snapshot import Snapshot
-from tuidebug.agent.trainers import CopyTrainer, NoPipeline, ReplayTrainer
+from tuidebug.agent.trainers import (
+    Adjust, CopyTrainer, Iteration, NoPipeline, ReplayTrainer, adjusted_step, restore_rates,
+)
 from tuidebug.probes import PROBES, ProbeContext, ProbeOutcome
 from tuidebug.protocol import Command, ProbeProgress, ProbeResult
 
@@ -41,11 +43,16 @@ class ProbeRuntime:
         self.active: ProbeContext | None = None
         self.snapshot: Snapshot | None = None
         self.cancel = threading.Event()
-        self._source: int | None = None
+        self.source: int | None = None
+        self.pending_restore: Snapshot | None = None
         self._started = False
         self._replay_batch: Any = None
         self._held_batch: Any = None
         self._losses: list[float] = []
+        self._adjust = Adjust()
+        self._iteration = Iteration()
+        self._saved_rates: list[Any] = []
+        self._mode: Any = None
         self._done = threading.Event()
         self._loop_gone = False
 
@@ -62,33 +69,58 @@ class ProbeRuntime:
             return
         self.cancel.clear()
         self.snapshot = self.agent.take_snapshot()
+        self.pending_restore = self.snapshot  # an iteration in flight runs on before the first hand-off
         ctx = ProbeContext(probe=name, run_id=next(_run_ids), agent=self.agent, runtime=self, params=params)
         ctx.trainer_factory = lambda: self._trainer(live_loop and not self._loop_gone)
         self.active = ctx
         threading.Thread(target=self._run, args=(probe, ctx), name=f"tuidebug-probe-{name}", daemon=True).start()
 
     def wants_replay(self, source: int) -> bool:
-        return self.replaying and source == self._source
+        return self.replaying and source == self.source
 
     def begin(self, real_batch: Any) -> Any:
         """The loop asks for a batch and the probe's first iteration is due: keep the real batch for
         later, put the state back to the probe's start (an iteration in flight may have run on),
         and hand the loop the probe's batch."""
         self._held_batch, self._started = real_batch, True
-        self.snapshot.restore()
-        return self._replay_batch
+        return self._hand_over()
 
     def next_batch(self, fetch: Any) -> Any:
         """The DataLoader hook while replaying: the next batch the user's loop gets."""
         if not self._started:
             return self.begin(fetch())
+        self._end_mode()
         self._done.set()  # the iteration on the probe's batch is complete: its losses are in
         self.agent.control.hold(f"probe {self.active.probe} running", "batch", state="probing")
         if self.replaying:
-            return self._replay_batch
+            return self._hand_over()
         self.agent.control.hold("probe finished", "batch")
         held, self._held_batch = self._held_batch, None
         return held
+
+    def _hand_over(self) -> Any:
+        """The probe's batch goes to the loop, from the state the probe asked for, with its mode
+        active for the forward and the loss."""
+        if self.pending_restore is not None:
+            snapshot, self.pending_restore = self.pending_restore, None
+            snapshot.restore()
+        if self._adjust.mode is not None:
+            self._mode = self._adjust.mode()
+            self._mode.__enter__()
+        return self._replay_batch
+
+    def _end_mode(self) -> None:
+        if self._mode is not None:
+            mode, self._mode = self._mode, None
+            mode.__exit__(None, None, None)
+
+    def before_replay_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """The optimizer is about to apply a replayed step: the probe's clipping and rates apply."""
+        self._end_mode()
+        self._saved_rates = adjusted_step(optimizer, self._adjust, self._iteration)
+
+    def after_replay_step(self, optimizer: torch.optim.Optimizer) -> None:
+        restore_rates(optimizer, self._saved_rates)
 
     def request_iteration(self) -> None:
         """Control command from the probe thread: run the user's loop once more on its batch."""
@@ -98,7 +130,7 @@ class ProbeRuntime:
     def finish(self) -> None:
         """Control command from the probe thread: it ended; restore everything and report."""
         ctx, self.active = self.active, None
-        self.replaying, self._started = False, False
+        self.replaying, self._started, self.pending_restore = False, False, None
         if self.snapshot is not None:
             self.snapshot.restore()
             self.snapshot = None
@@ -109,6 +141,7 @@ class ProbeRuntime:
 
     def loop_ended(self) -> None:
         """The script ended: a probe waiting on the loop gives up (and is finished in post-mortem)."""
+        self._end_mode()
         self._loop_gone = True
         self._done.set()
 
@@ -117,17 +150,19 @@ class ProbeRuntime:
 
     # --- probe thread --------------------------------------------------------------------------
 
-    def replay_iteration(self, batch: Any) -> float | None:
-        """One iteration of the user's loop on ``batch`` (called by ReplayTrainer); its mean loss."""
+    def replay_iteration(self, batch: Any, adjust: Adjust) -> Iteration:
+        """One iteration of the user's loop on ``batch`` (called by ReplayTrainer)."""
         if self._loop_gone:
             raise LoopGone
-        self._replay_batch, self._losses = batch, []
+        self._replay_batch, self._losses, self._adjust, self._iteration = batch, [], adjust, Iteration()
         self._done.clear()
         self.agent.client.post_local(Command(name="_replay_iteration"))
         self._done.wait()
         if self._loop_gone:
             raise LoopGone
-        return sum(self._losses) / len(self._losses) if self._losses else None
+        if self._losses:
+            self._iteration.loss = sum(self._losses) / len(self._losses)
+        return self._iteration
 
     def progress(self, ctx: ProbeContext, fraction: float, text: str) -> None:
         now = time.monotonic()
@@ -138,7 +173,7 @@ class ProbeRuntime:
     def _trainer(self, live_loop: bool) -> Any:
         if live_loop and self.agent.batches:
             captured = self.agent.batches[-1]
-            self._source = captured.source
+            self.source = captured.source
             return ReplayTrainer(self, captured.batch, captured.size)
         return CopyTrainer(self.agent)
 

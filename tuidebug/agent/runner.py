@@ -22,7 +22,7 @@ import torch
 from tuidebug import protocol
 from tuidebug.agent import core, hooks
 from tuidebug.agent.client import AgentClient, ConnectionRefused
-from tuidebug.agent.core import Agent, AgentConfig, resolve
+from tuidebug.agent.core import Agent, AgentConfig
 from tuidebug.agent.memory import MemoryReader
 from tuidebug.protocol import Event, State
 
@@ -40,7 +40,7 @@ def main() -> None:
     agent = Agent(agent_config, client)
     core.CURRENT = agent
     try:
-        client.connect(argv, torch.__version__, resolve)
+        client.connect(argv, torch.__version__, agent.resolve)
     except ConnectionRefused as exc:
         print(f"tuidebug: {exc}; running the script without the agent", file=sys.stderr)
         agent.client = None

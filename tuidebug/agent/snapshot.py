@@ -72,6 +72,18 @@ class Snapshot:
         _set_rng_state(self.rng)
 
 
+    def restore_into(self, original: torch.nn.Module, model: torch.nn.Module,
+                     original_optimizer: Any, optimizer: Any) -> None:
+        """Load the state saved for ``original`` (and its optimizer) into copies of them."""
+        for saved_model, state, _ in self.modules:
+            if saved_model is original:
+                model.load_state_dict(state)
+        for saved_optimizer, state in self.optimizers:
+            if saved_optimizer is original_optimizer:
+                optimizer.load_state_dict(copy.deepcopy(state))
+        _set_rng_state(self.rng)
+
+
 def _unique(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     seen: dict[int, torch.Tensor] = {}
     for t in tensors:

@@ -9,12 +9,16 @@ loop is gone (post-mortem) or there is no DataLoader.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ContextManager
 
 import torch
+
+from tuidebug.agent.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from tuidebug.agent.core import Agent
@@ -23,6 +27,44 @@ if TYPE_CHECKING:
 
 class NoPipeline(Exception):
     """No way to run the pipeline: the message says what the user can add."""
+
+
+@dataclass
+class Adjust:
+    """Changes a probe makes to one iteration: scaled learning rates, gradient clipping, and a
+    context (a TorchFunctionMode) active while the forward and the loss run."""
+
+    lr_scale: float = 1.0
+    clip: float | None = None
+    mode: Callable[[], ContextManager] | None = None
+
+
+@dataclass
+class Iteration:
+    """What one iteration did: its mean loss and its total gradient norm before any clipping."""
+
+    loss: float | None = None
+    grad_norm: float | None = None
+    grads_finite: bool = True
+
+
+def adjusted_step(optimizer: torch.optim.Optimizer, adjust: Adjust, result: Iteration) -> list[Any]:
+    """Before ``optimizer.step``: measure the gradients, clip, scale the rates; returns the rates to restore."""
+    params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+    if params:
+        norm = torch.nn.utils.clip_grad_norm_(params, adjust.clip if adjust.clip else float("inf"))
+        result.grad_norm = float(norm)
+        result.grads_finite = bool(torch.isfinite(norm))
+    saved = [group["lr"] for group in optimizer.param_groups]
+    if adjust.lr_scale != 1.0:
+        for group in optimizer.param_groups:
+            group["lr"] = group["lr"] * adjust.lr_scale
+    return saved
+
+
+def restore_rates(optimizer: torch.optim.Optimizer, saved: list[Any]) -> None:
+    for group, lr in zip(optimizer.param_groups, saved):
+        group["lr"] = lr
 
 
 def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any], depth: int = 0) -> Any:
@@ -59,13 +101,22 @@ class ReplayTrainer:
         self.size = size
         self.iterations = 0
 
-    def prepare(self, examples: int) -> Any:
-        return slice_batch(self.batch, examples, self.size)
+    def prepare(self, examples: int | None = None) -> Any:
+        """The probe's batch: the first ``examples`` of the captured one, or all of it."""
+        return self.batch if examples is None else slice_batch(self.batch, examples, self.size)
 
-    def step(self, batch: Any) -> float | None:
-        """One iteration of the user's loop on ``batch``; the mean loss that went backward."""
+    def recent_batches(self) -> list[Any]:
+        """The batches the loop fed most recently (from the same loader), oldest first."""
+        return [c.batch for c in self.runtime.agent.batches if c.source == self.runtime.source]
+
+    def reset(self, snapshot: Snapshot) -> None:
+        """Start the next iteration from ``snapshot``: restored on the training thread at hand-off."""
+        self.runtime.pending_restore = snapshot
+
+    def step(self, batch: Any, adjust: Adjust | None = None) -> Iteration:
+        """One iteration of the user's loop on ``batch``."""
         self.iterations += 1
-        return self.runtime.replay_iteration(batch)
+        return self.runtime.replay_iteration(batch, adjust or Adjust())
 
     def note(self) -> str:
         return (f"borrowed {self.iterations} iteration(s) of the script's loop: its own counters and logs saw "
@@ -101,17 +152,33 @@ class CopyTrainer:
         if observed.model is None or optimizer is None:
             raise NoPipeline("no model and optimizer seen yet: let the script run at least one step")
         self.criterion = observed.criterion
-        self.model, self.optimizer = copy.deepcopy((observed.model, optimizer))
+        self._originals = (observed.model, optimizer)
+        self.model, self.optimizer = copy.deepcopy(self._originals)
 
-    def prepare(self, examples: int) -> Any:
-        return slice_batch(self.inputs, examples, self.size)
+    def prepare(self, examples: int | None = None) -> Any:
+        return self.inputs if examples is None else slice_batch(self.inputs, examples, self.size)
 
-    def step(self, batch: Any) -> float | None:
+    def recent_batches(self) -> list[Any]:
+        return [self.inputs]
+
+    def reset(self, snapshot: Snapshot) -> None:
+        """Fresh copies of the real model and optimizer, loaded with ``snapshot``'s state."""
+        model, optimizer = self._originals
+        self.model, self.optimizer = copy.deepcopy((model, optimizer))
+        snapshot.restore_into(model, self.model, optimizer, self.optimizer)
+
+    def step(self, batch: Any, adjust: Adjust | None = None) -> Iteration:
+        adjust = adjust or Adjust()
+        result = Iteration()
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self._loss(self.model, batch)
+        with adjust.mode() if adjust.mode else contextlib.nullcontext():
+            loss = self._loss(self.model, batch)
+        result.loss = float(loss.detach())
         loss.backward()
+        saved = adjusted_step(self.optimizer, adjust, result)
         self.optimizer.step()
-        return float(loss.detach())
+        restore_rates(self.optimizer, saved)
+        return result
 
     def _observed_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         (args, kwargs), targets = batch

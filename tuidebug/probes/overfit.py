@@ -36,7 +36,7 @@ def run(ctx: ProbeContext) -> ProbeOutcome:
     for index in range(max_steps):
         if ctx.cancelled():
             return ProbeOutcome(INCONCLUSIVE, f"cancelled after {index} steps", curve=curve)
-        loss = trainer.step(batch)
+        loss = trainer.step(batch).loss
         if loss is None:
             return ProbeOutcome(INCONCLUSIVE, "no loss went backward while training on the batch", curve=curve)
         curve.append(loss)
