@@ -1,0 +1,217 @@
+"""The three live charts, each with its latest figures in numbers beside it.
+
+A chart redraws only when what it shows changed (a new point, a wider plot, the scale toggled):
+plotext is the costly part of a frame. Points are copied under the session's lock and plotted
+outside it, downsampled to about two per column.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+
+from tuidebug.format import bytes_text, number
+from tuidebug.screens import plotdata
+from tuidebug.screens.plotdata import Points
+from tuidebug.session import Session
+
+CUDA_SERIES = {"allocated": "cuda_allocated", "reserved": "cuda_reserved", "NVML": "nvml_used"}
+# Distinct markers, not only distinct colours, so the lines stay apart under NO_COLOR; each with
+# the character that stands for it in the chart's title.
+MARKERS = (("braille", "⡇"), ("•", "•"), ("+", "+"), ("x", "x"))
+
+
+@dataclass
+class Chart:
+    """What one chart draws, and the figures shown beside it."""
+
+    title: str
+    lines: list[tuple[str, Points]] = field(default_factory=list)
+    figures: list[tuple[str, str]] = field(default_factory=list)
+    xlabel: str = "step"
+    ceiling: tuple[str, float] | None = None  # a labelled horizontal line: the device's total memory
+    log: bool = False
+
+
+class ChartPane(Horizontal):
+    """A plotext chart and a column of figures; subclasses say what to read and how to draw it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._key: Any = None
+
+    def compose(self) -> ComposeResult:
+        yield PlotextPlot(classes="plot")
+        yield Static(classes="figures")
+
+    def refresh_from(self, session: Session) -> None:
+        plot = self.query_one(PlotextPlot)
+        limit = max(20, 2 * plot.size.width)
+        with session.lock:
+            key = (self.key(session), limit)
+            if key == self._key:
+                return
+            data = self.read(session)
+        self._key = key
+        self._draw(plot, self.chart(data, limit))
+
+    def key(self, session: Session) -> Any:
+        """Changes whenever the chart would: compared before anything is copied."""
+        raise NotImplementedError
+
+    def read(self, session: Session) -> Any:
+        """Copies of what the chart needs, taken with the session's lock held."""
+        raise NotImplementedError
+
+    def chart(self, data: Any, limit: int) -> Chart:
+        raise NotImplementedError
+
+    def _draw(self, plot: PlotextPlot, chart: Chart) -> None:
+        plt = plot.plt
+        plt.clear_data()
+        # The first line is the one that matters (raw loss): drawn last, it stays on top.
+        for (_, points), (marker, _) in reversed(list(zip(chart.lines, MARKERS))):
+            if points:
+                plt.plot(*plotdata.columns(points), marker=marker)
+        if chart.ceiling is not None:
+            plt.hline(chart.ceiling[1])
+        plt.yscale("log" if chart.log else "linear")
+        _set_ticks(plt, chart, plot.size.width, plot.size.height)
+        plt.title(legend(chart))
+        plt.xlabel(chart.xlabel)
+        plot.refresh()
+        self.query_one(".figures", Static).update(figures_text(chart))
+
+
+def legend(chart: Chart) -> str:
+    """The title names each line by its marker: "loss  ⡇ raw  • smoothed"."""
+    if len(chart.lines) < 2 and chart.ceiling is None:
+        return chart.title
+    names = [f"{symbol} {label}" for (label, _), (_, symbol) in zip(chart.lines, MARKERS)]
+    if chart.ceiling is not None:
+        names.append(f"─ {chart.ceiling[0]}")
+    return "  ".join([chart.title, *names])
+
+
+def _set_ticks(plt: Any, chart: Chart, width: int, height: int) -> None:
+    """Ticks with short labels: plotext's own print every digit of a large value."""
+    ys = [y for _, points in chart.lines for _, y in points]
+    xs = [x for _, points in chart.lines for x, _ in points]
+    if chart.ceiling is not None:
+        ys.append(chart.ceiling[1])
+    if not ys:
+        return
+    rows = max(2, min(5, (height - 4) // 2))
+    if chart.log:
+        yticks = plotdata.log_ticks(min(ys), max(ys), rows)
+    else:
+        yticks = plotdata.linear_ticks(min(ys), max(ys), rows)
+    plt.yticks(yticks, [number(y) for y in yticks])
+    xticks = plotdata.linear_ticks(min(xs), max(xs), max(2, min(6, width // 12)))
+    plt.xticks(xticks, [f"{x:.0f}" if max(xs) - min(xs) >= 10 else number(x) for x in xticks])
+
+
+def figures_text(chart: Chart) -> Text:
+    width = max((len(name) for name, _ in chart.figures), default=0)
+    lines = [Text.assemble((f"{name:<{width}} ", "bold"), value) for name, value in chart.figures]
+    return Text("\n").join(lines)
+
+
+def last_point(series: Any) -> Any:
+    """The newest point and the bucket count: together they change whenever the series does."""
+    return (series.recent[-1] if series.recent else None, len(series.coarse.points))
+
+
+class LossPane(ChartPane):
+    log = False
+
+    def key(self, session: Session) -> Any:
+        return last_point(session.loss), self.log
+
+    def read(self, session: Session) -> dict[str, Any]:
+        counters = session.counters
+        return {"points": plotdata.whole_run(session.loss), "lr": session.lr.latest,
+                "nonfinite": counters.nonfinite_loss, "first": counters.first_nonfinite_step}
+
+    def chart(self, data: dict[str, Any], limit: int) -> Chart:
+        points = data["points"]
+        shown = plotdata.downsample(plotdata.finite(points, positive=self.log), limit)
+        smoothed = plotdata.smooth(shown)
+        latest = points[-1][1] if points else None
+        finite = [y for _, y in points if math.isfinite(y)]
+        figures = [("loss", number(latest)), ("smoothed", number(smoothed[-1][1] if smoothed else None)),
+                   ("lowest", number(min(finite, default=None))), ("lr", number(data["lr"])),
+                   ("non-finite", nonfinite_text(data["nonfinite"], data["first"])),
+                   ("scale", "log" if self.log else "linear")]
+        return Chart("loss", lines=[("raw", shown), ("smoothed", smoothed)], figures=figures, log=self.log)
+
+
+class GradPane(ChartPane):
+    def key(self, session: Session) -> Any:
+        return last_point(session.grad_norm)
+
+    def read(self, session: Session) -> dict[str, Any]:
+        return {"points": plotdata.whole_run(session.grad_norm),
+                "nonfinite": session.counters.nonfinite_grad, "skipped": session.counters.skipped_steps}
+
+    def chart(self, data: dict[str, Any], limit: int) -> Chart:
+        points = data["points"]
+        finite = [y for _, y in points if math.isfinite(y)]
+        figures = [("norm", number(points[-1][1] if points else None)),
+                   ("largest", number(max(finite, default=None))),
+                   ("non-finite", str(data["nonfinite"])), ("AMP skipped", str(data["skipped"]))]
+        shown = plotdata.downsample(plotdata.finite(points), limit)
+        return Chart("gradient norm", lines=[("norm", shown)], figures=figures)
+
+
+class MemoryPane(ChartPane):
+    """CUDA allocated / reserved (and NVML used) against the device total; RSS on a CPU run."""
+
+    def key(self, session: Session) -> Any:
+        return session.memory
+
+    def read(self, session: Session) -> dict[str, Any]:
+        memory = session.memory
+        cuda = memory is not None and memory.cuda_allocated is not None
+        names = CUDA_SERIES if cuda else {"RSS": "rss"}
+        total = memory.nvml_total if memory is not None else None
+        if cuda and total is None and session.device is not None:
+            total = session.device.total_bytes
+        return {"memory": memory, "total": total,
+                "series": {label: plotdata.whole_run(getattr(session, name)) for label, name in names.items()}}
+
+    def chart(self, data: dict[str, Any], limit: int) -> Chart:
+        memory, total, series = data["memory"], data["total"], data["series"]
+        values = [y for points in series.values() for _, y in points] + ([total] if total else [])
+        unit, size = plotdata.byte_unit(values)
+        origin = min((points[0][0] for points in series.values() if points), default=0.0)
+        lines = [(label, plotdata.scale(plotdata.shift(plotdata.downsample(points, limit), origin), size))
+                 for label, points in series.items() if points]
+        title = f"RSS (CPU), {unit}" if "RSS" in series else f"CUDA memory, {unit}"
+        return Chart(title, lines=lines, figures=memory_figures(memory, total), xlabel="seconds",
+                     ceiling=("total", total / size) if total else None)
+
+
+def memory_figures(memory: Any, total: int | None) -> list[tuple[str, str]]:
+    if memory is None:
+        return [("memory", "-")]
+    if memory.cuda_allocated is None:
+        return [("RSS (CPU)", bytes_text(memory.rss))]
+    figures = [("allocated", bytes_text(memory.cuda_allocated)), ("reserved", bytes_text(memory.cuda_reserved)),
+               ("peak", bytes_text(memory.cuda_peak))]
+    if memory.nvml_used is not None:
+        figures.append(("NVML used", bytes_text(memory.nvml_used)))
+    figures.append(("device total", bytes_text(total)))
+    figures.append(("RSS (CPU)", bytes_text(memory.rss)))
+    return figures
+
+
+def nonfinite_text(count: int, first: int | None) -> str:
+    return f"{count} (step {first})" if count and first is not None else str(count)

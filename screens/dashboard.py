@@ -1,0 +1,169 @@
+"""The live dashboard: header, three charts, the event log and the script's output.
+
+Nothing here reacts to single messages. A timer at 4 Hz looks at ``session.version`` and redraws,
+inside one ``batch_update()``, only when something changed; the header's clock ticks once a second.
+"""
+
+from __future__ import annotations
+
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from tuidebug.launcher import ChildRun
+from tuidebug.screens.charts import ChartPane, GradPane, LossPane, MemoryPane
+from tuidebug.screens.dialogs import RunToStepScreen
+from tuidebug.screens.feed import Feed
+from tuidebug.screens.header import SCRIPT_OVER, RunHeader
+from tuidebug.screens.layers import LayerTableScreen
+from tuidebug.screens.logs import EventLog, OutputPane
+
+FRAME_SECONDS = 0.25
+NARROW_COLUMNS = 81
+NONFINITE_EVENTS = {"nonfinite_loss", "nonfinite_grad"}
+
+
+class DashboardScreen(Screen[None]):
+    BINDINGS = [
+        Binding("space,p", "pause", "Pause", id="dashboard.pause", tooltip="Pause at the next safe point"),
+        Binding("space,p", "resume", "Resume", id="dashboard.resume", tooltip="Let the paused run go on"),
+        Binding("s", "step", "Step", id="dashboard.step", tooltip="Run one optimizer step, then pause"),
+        Binding("g", "run_to", "Run to", id="dashboard.run_to", tooltip="Run until after step N, then pause"),
+        Binding("n", "toggle_nan", "NaN", id="dashboard.nan", tooltip="Pause at the first NaN/Inf loss or gradient"),
+        Binding("l", "toggle_log", "Log", id="dashboard.log", tooltip="Loss chart: log or linear scale"),
+        Binding("t", "layers", "Layers", id="dashboard.layers", tooltip="Per-layer gradient norms"),
+        Binding("c", "next_chart", "Chart", id="dashboard.chart", tooltip="Narrow terminal: show the next chart"),
+        Binding("q", "app.quit", "Quit", id="dashboard.quit", tooltip="Quit (asks first while the script runs)"),
+    ]
+
+    def __init__(self, run: ChildRun, feed: Feed, break_on_nan: bool) -> None:
+        super().__init__()
+        self.child = run
+        self.session = run.session
+        self.feed = feed
+        self.break_on_nan = break_on_nan
+        self._version = -1
+        self._state = ""
+        self._clock = ""
+
+    def compose(self) -> ComposeResult:
+        yield RunHeader(self.child.target.display, id="header")
+        with Horizontal(id="main"):
+            with Vertical(id="charts"):
+                yield LossPane(id="loss", classes="chart shown")
+                yield GradPane(id="grad", classes="chart")
+                yield MemoryPane(id="memory", classes="chart")
+            with Vertical(id="logs"):
+                yield EventLog(id="events")
+                yield OutputPane(id="output")
+        yield Footer(show_command_palette=False)  # ctrl+p still opens it: the footer needs the room
+
+    def on_mount(self) -> None:
+        self.query_one("#events").border_title = "events"
+        self.query_one("#output").border_title = "script output"
+        self.set_interval(FRAME_SECONDS, self.redraw)
+        self.redraw()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._version = -1  # redraw at the new size, with as many points as it has columns, even if idle
+        narrow = event.size.width < NARROW_COLUMNS
+        if narrow != self.has_class("narrow"):
+            self.set_class(narrow, "narrow")
+            self.refresh_bindings()  # the chart key exists only when narrow
+
+    # --- drawing ----------------------------------------------------------------------------
+
+    def redraw(self) -> None:
+        version = self.session.version
+        if version == self._version:
+            self._tick_clock()
+            return
+        self._version = version
+        with self.app.batch_update():
+            self._take_events()
+            self.query_one(OutputPane).add(self.feed.take_output())
+            for pane in self.query(ChartPane):
+                pane.refresh_from(self.session)
+            self._show_header()
+        if self.session.state != self._state:
+            self._state = self.session.state
+            self.refresh_bindings()  # pause or resume, step or not
+
+    def _take_events(self) -> None:
+        taken = self.feed.take_events()
+        if any(event.kind in NONFINITE_EVENTS for event in taken):
+            # The agent pauses at the first non-finite value only, then turns the break off itself.
+            self.break_on_nan = False
+        self.query_one(EventLog).add(taken)
+
+    def _tick_clock(self) -> None:
+        """Elapsed time moves while nothing else does (a paused run): once a second is enough."""
+        clock = f"{self.session.elapsed:.0f}"
+        if clock != self._clock:
+            self._show_header()
+
+    def _show_header(self) -> None:
+        self._clock = f"{self.session.elapsed:.0f}"
+        self.query_one(RunHeader).show(self.session, self.break_on_nan)
+
+    # --- keys -------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        state = self.session.state
+        if action == "pause":
+            return state in ("starting", "running")
+        if action == "resume":
+            return state == "paused"
+        if action == "next_chart":
+            return self.has_class("narrow")
+        if action in ("step", "run_to", "toggle_nan"):
+            return None if state in SCRIPT_OVER else True  # shown, greyed out, once the script is over
+        return True
+
+    def action_pause(self) -> None:
+        self._command("pause")
+
+    def action_resume(self) -> None:
+        self._command("resume")
+
+    def action_step(self) -> None:
+        self._command("step")
+
+    def action_run_to(self) -> None:
+        self.app.push_screen(RunToStepScreen(self.session.step), self._run_to)
+
+    def _run_to(self, step: int | None) -> None:
+        if step is None:
+            return
+        self._command("break_at", step=step)
+        if self.session.state == "paused":
+            self._command("resume")
+
+    def action_toggle_nan(self) -> None:
+        if self._command("break_on_nan", enabled=not self.break_on_nan):
+            self.break_on_nan = not self.break_on_nan
+            self._show_header()
+
+    def action_toggle_log(self) -> None:
+        pane = self.query_one(LossPane)
+        pane.log = not pane.log
+        pane.refresh_from(self.session)
+
+    def action_next_chart(self) -> None:
+        """Below 81 columns one chart fits at a time, with its figures: cycle through them."""
+        charts = list(self.query(ChartPane))
+        current = next(i for i, pane in enumerate(charts) if pane.has_class("shown"))
+        charts[current].remove_class("shown")
+        charts[(current + 1) % len(charts)].add_class("shown")
+
+    def action_layers(self) -> None:
+        self.app.push_screen(LayerTableScreen(self.session))
+
+    def _command(self, name: str, **args: object) -> bool:
+        sent = self.child.command(name, **args)
+        if not sent:
+            self.notify(f"not connected to the script: {name} not sent", severity="warning")
+        return sent

@@ -1,0 +1,253 @@
+"""Pilot tests of the dashboard on real runs: what a user would read on the screen, and what the keys do."""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+import time
+from collections.abc import Callable
+
+import pytest
+from rich.console import Console
+from textual.pilot import Pilot
+
+from conftest import EXAMPLES, SCRIPTS
+from tuidebug.app import TuidebugApp
+from tuidebug.format import number
+from tuidebug.screens import plotdata
+from tuidebug.screens.dialogs import QuitScreen, RunToStepScreen
+from tuidebug.screens.layers import LayerTableScreen, layer_rows
+from tuidebug.screens.logs import OutputPane, clean_line
+from tuidebug.session import Series
+
+WIDE = (100, 30)
+
+
+def screen_text(app: TuidebugApp) -> str:
+    """The screen as plain text, rendered the way App.export_screenshot renders it."""
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), record=True, color_system=None,
+                      legacy_windows=False, safe_box=False)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    return console.export_text()
+
+
+async def until(pilot: Pilot, predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; the screen:\n{screen_text(pilot.app)}")
+        await pilot.pause(0.05)
+
+
+async def shows(pilot: Pilot, text: str, timeout: float = 30.0) -> None:
+    await until(pilot, lambda: text in screen_text(pilot.app), repr(text), timeout)
+
+
+async def test_a_finished_run_shows_its_loss_output_and_events(start_run):
+    run, session = start_run(EXAMPLES / "healthy_mlp.py", "--epochs", "1")
+    app = TuidebugApp(run)
+    async with app.run_test(size=WIDE) as pilot:
+        await shows(pilot, "FINISHED, CODE 0")
+        printed = [line for line in session.output if line.startswith("step ")]
+        assert printed[-1].startswith("step 16 loss")
+        screen = screen_text(app)
+        assert printed[-1] in screen  # the script's own output pane
+        loss = float(printed[-1].split()[-1])
+        assert re.search(rf"loss\s+{re.escape(number(loss))}\b", screen)  # the figure beside the chart
+        assert "healthy_mlp.py --epochs 1" in screen and f"pid {session.pid}" in screen and "CPU" in screen
+        assert "step 16" in screen and f"epoch {session.epoch}" in screen
+        assert "script_end script ended with" in screen
+        assert "post-mortem" in screen and "RSS (CPU)" in screen
+
+
+async def test_pause_step_resume_change_the_state_on_screen(start_run):
+    run, session = start_run(EXAMPLES / "nan_after_warmup.py", "--sleep", "0.02", break_on_nan=False)
+    app = TuidebugApp(run)
+    async with app.run_test(size=WIDE) as pilot:
+        await until(pilot, lambda: session.step >= 3, "a few steps")
+        await shows(pilot, "RUNNING")
+        await pilot.press("space")
+        await shows(pilot, "PAUSED")
+        await shows(pilot, "space Resume")
+        paused_at = session.step
+        await pilot.press("s")
+        await shows(pilot, f"stepped to step {paused_at + 1}")
+        assert session.state == "paused" and session.step == paused_at + 1
+        await pilot.press("p")
+        await shows(pilot, "RUNNING")
+        await until(pilot, lambda: session.step > paused_at + 2, "training to go on")
+        await shows(pilot, "space Pause")
+
+
+async def test_run_to_step_pauses_there(start_run):
+    run, session = start_run(EXAMPLES / "nan_after_warmup.py", "--sleep", "0", break_at=3, break_on_nan=False)
+    app = TuidebugApp(run)
+    async with app.run_test(size=WIDE) as pilot:
+        await shows(pilot, "break at step 3")
+        await pilot.press("g")
+        await until(pilot, lambda: isinstance(app.screen, RunToStepScreen), "the run-to-step dialog")
+        await pilot.press("ctrl+a", "ctrl+k", "2")  # too early: the dialog says so and stays
+        await pilot.press("enter")
+        await shows(pilot, "Enter a step after 3.")
+        await pilot.press("backspace", "1", "2", "enter")
+        await shows(pilot, "break at step 12")
+        assert session.state == "paused" and session.step == 12
+
+
+async def test_break_on_nan_toggle_reaches_the_agent(start_run):
+    run, session = start_run(EXAMPLES / "nan_after_warmup.py", "--sleep", "0.02")
+    app = TuidebugApp(run)
+    async with app.run_test(size=WIDE) as pilot:
+        await shows(pilot, "NaN break on")
+        await until(pilot, lambda: session.state == "running", "the run")
+        await pilot.press("n")
+        await shows(pilot, "NaN break off")
+        await shows(pilot, "break on NaN/Inf: off")  # the agent's answer, in the event log
+
+
+async def test_a_nan_pauses_and_the_layer_table_shows_the_norms(start_run):
+    run, session = start_run(EXAMPLES / "nan_after_warmup.py", "--sleep", "0", norm_stride=1)
+    app = TuidebugApp(run)
+    async with app.run_test(size=WIDE) as pilot:
+        await shows(pilot, "PAUSED")
+        screen = screen_text(app)
+        assert "non-finite" in session.reason and "nonfinite_" in screen
+        assert "NaN break off" in screen  # the agent breaks at the first non-finite value only
+        await pilot.press("t")
+        await until(pilot, lambda: isinstance(app.screen, LayerTableScreen), "the layer table")
+        await shows(pilot, f"at step {session.layer_norms_step}")
+        screen = screen_text(app)
+        assert "sorted by norm" in screen and "largest" in screen
+        assert all(name in screen for name in session.layer_norms)
+        await pilot.press("o")
+        await shows(pilot, "sorted by name")
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, LayerTableScreen), "the dashboard again")
+
+
+async def test_log_scale_toggle(start_run):
+    run, session = start_run(EXAMPLES / "healthy_mlp.py", "--epochs", "1")
+    app = TuidebugApp(run)
+    async with app.run_test(size=WIDE) as pilot:
+        await shows(pilot, "FINISHED")
+        assert re.search(r"scale\s+linear", screen_text(app))
+        await pilot.press("l")
+        await until(pilot, lambda: re.search(r"scale\s+log", screen_text(app)) is not None, "log scale")
+
+
+async def test_a_crash_stays_on_screen_until_quit(start_run):
+    run, session = start_run(SCRIPTS / "dash_crash.py")
+    app = TuidebugApp(run)
+    async with app.run_test(size=WIDE) as pilot:
+        await shows(pilot, "CRASHED, CODE 1")
+        screen = screen_text(app)
+        assert "ValueError: boom after step 3" in screen
+        assert "dash_crash.py" in screen and "in check" in screen  # the script's own frames
+        output = app.screen.query_one(OutputPane).lines  # scrolled past by the traceback below it
+        assert any(line.startswith("step 3 loss") for line in output)
+        assert "Traceback (most recent call last):" in output
+        await pilot.press("q")  # the script is over: no question
+        await until(pilot, lambda: app.return_code is not None, "the app to exit")
+    assert run.wait(15) == 1  # the quit command let the child leave with the script's exit code
+
+
+async def test_quit_asks_while_the_script_runs(start_run):
+    run, session = start_run(EXAMPLES / "nan_after_warmup.py", "--sleep", "0.02", break_on_nan=False)
+    app = TuidebugApp(run)
+    async with app.run_test(size=WIDE) as pilot:
+        await until(pilot, lambda: session.state == "running", "the run")
+        await pilot.press("q")
+        await shows(pilot, "Stop it and quit?")
+        await pilot.press("n")
+        await until(pilot, lambda: not isinstance(app.screen, QuitScreen), "the dialog to close")
+        assert app.return_code is None and run.running
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, QuitScreen), "the dialog")
+        await pilot.press("y")
+        await until(pilot, lambda: app.return_code is not None, "the app to exit")
+
+
+async def test_narrow_terminal_shows_one_chart_and_every_key(start_run):
+    run, session = start_run(EXAMPLES / "healthy_mlp.py", "--epochs", "1")
+    app = TuidebugApp(run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await shows(pilot, "FINISHED")
+        assert app.screen.has_class("narrow")
+        await shows(pilot, "s Step  g Run to  n NaN  l Log  t Layers  c Chart  q Quit")  # the footer follows the state
+        screen = screen_text(app)
+        assert "raw" in screen and "gradient norm" not in screen
+        assert "events" in screen and "script output" in screen and "step 16 loss" in screen
+        await pilot.press("c")
+        await shows(pilot, "gradient norm")
+        assert "smoothed" not in screen_text(app)
+
+
+async def test_wide_terminal_shows_all_three_charts(start_run):
+    run, session = start_run(EXAMPLES / "healthy_mlp.py", "--epochs", "1")
+    app = TuidebugApp(run)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await shows(pilot, "FINISHED")
+        assert not app.screen.has_class("narrow")
+        screen = screen_text(app)
+        assert "smoothed" in screen and "gradient norm" in screen and "RSS (CPU)" in screen
+        assert "c Chart" not in screen  # nothing to cycle when all charts fit
+
+
+async def test_no_color_keeps_the_lines_apart(start_run, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    run, session = start_run(EXAMPLES / "healthy_mlp.py", "--epochs", "1")
+    app = TuidebugApp(run)
+    assert app.no_color
+    async with app.run_test(size=WIDE) as pilot:
+        await shows(pilot, "FINISHED")
+        screen = screen_text(app)
+        assert "⡇ raw" in screen and "• smoothed" in screen  # told apart by marker, not by colour
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (200, 60)])
+async def test_every_size_shows_the_header_and_footer(start_run, size):
+    run, session = start_run(EXAMPLES / "healthy_mlp.py", "--epochs", "1")
+    app = TuidebugApp(run)
+    async with app.run_test(size=size) as pilot:
+        await shows(pilot, "tuidebug")
+        screen = screen_text(app)
+        assert "healthy_mlp.py" in screen and "q Quit" in screen
+
+
+# --- the pure helpers behind the panes -----------------------------------------------------------
+
+def test_charts_plot_at_most_the_limit_and_keep_the_last_point():
+    points = [(float(x), float(x % 7)) for x in range(10_000)]
+    shown = plotdata.downsample(points, 200)
+    assert len(shown) <= 200 and shown[-1] == points[-1] and shown[0][0] == 0.0
+    assert plotdata.downsample(points[:50], 200) == points[:50]
+
+
+def test_whole_run_switches_to_the_coarse_buckets_once_the_recent_window_is_full():
+    series = Series(recent=100)
+    for x in range(100):
+        series.add(x, 1.0)
+    assert plotdata.whole_run(series) == list(series.recent)
+    series.add(100, 1.0)
+    assert plotdata.whole_run(series) == series.coarse.points
+
+
+def test_non_finite_and_non_positive_values_are_left_out_of_a_chart():
+    points = [(1, 0.5), (2, math.nan), (3, math.inf), (4, 0.0), (5, -1.0)]
+    assert plotdata.finite(points) == [(1, 0.5), (4, 0.0), (5, -1.0)]
+    assert plotdata.finite(points, positive=True) == [(1, 0.5)]
+
+
+def test_script_output_cannot_drive_the_terminal():
+    assert clean_line("\x1b[31mred\x1b[0m \x1b]0;title\x07text") == "red text"
+    assert clean_line(" 10%|#  \r 50%|#####  \r100%|##########|") == "100%|##########|"
+    assert clean_line("a\tb\x07\x08") == "a       b"
+
+
+def test_layer_rows_flag_the_largest_and_the_non_finite():
+    rows = layer_rows({"0.weight": 3.0, "0.bias": math.nan, "2.weight": 4.0}, "norm")
+    assert [(row[1], row[-1]) for row in rows] == [("0.bias", "NON-FINITE"), ("2.weight", "largest"), ("0.weight", "")]
+    assert [row[1] for row in layer_rows({"b": 1.0, "a": 2.0}, "name")] == ["a", "b"]
+    assert [row[3] for row in layer_rows({"a": 3.0, "b": 4.0}, "model order")] == ["36.0%", "64.0%"]

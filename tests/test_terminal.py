@@ -1,0 +1,80 @@
+"""End to end in a real terminal: the installed ``tuidebug`` command inside tmux, read off the screen."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, ROOT, SCRIPTS
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+TUIDEBUG = Path(sys.executable).parent / "tuidebug"
+
+
+class Terminal:
+    """One tmux pane on a private tmux server, so the tests never touch the user's sessions."""
+
+    def __init__(self, name: str) -> None:
+        self.base = ["tmux", "-L", name, "-f", os.devnull]
+
+    def start(self, command: str, width: int = 100, height: int = 30) -> None:
+        # The pane outlives tuidebug so that its exit code can be read after the screen is gone. The
+        # shell may export COLUMNS and LINES from the pane's first size, and they beat the real one.
+        shell = (f"cd {shlex.quote(str(ROOT))} && unset COLUMNS LINES && {command}; "
+                 f"echo \"tuidebug exited $?\"; sleep 60")
+        self._tmux("new-session", "-d", "-x", str(width), "-y", str(height), "-s", "t", shell)
+
+    def screen(self) -> str:
+        return self._tmux("capture-pane", "-p", "-t", "t").stdout
+
+    def press(self, *keys: str) -> None:
+        self._tmux("send-keys", "-t", "t", *keys)
+
+    def wait_for(self, text: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout}s waiting for {text!r}; the screen:\n{self.screen()}")
+
+    def close(self) -> None:
+        subprocess.run([*self.base, "kill-server"], capture_output=True)
+
+    def _tmux(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.base, *args], capture_output=True, text=True, check=True)
+
+
+@pytest.fixture
+def terminal(request: pytest.FixtureRequest) -> Iterator[Terminal]:
+    term = Terminal(f"tuidebug-test-{os.getpid()}-{request.node.name[:40]}")
+    yield term
+    term.close()  # kills the pane's shell; tuidebug's child dies with its process group closed
+
+
+def test_the_dashboard_in_a_real_terminal(terminal):
+    terminal.start(f"{TUIDEBUG} {EXAMPLES / 'healthy_mlp.py'} --epochs 1")
+    terminal.wait_for("FINISHED, CODE 0")
+    screen = terminal.wait_for("step 16 loss")
+    for text in ("healthy_mlp.py --epochs 1", "loss  ⡇ raw  • smoothed", "gradient norm", "RSS (CPU)",
+                 "script_end", "s Step", "q Quit"):
+        assert text in screen
+    terminal.press("q")
+    terminal.wait_for("tuidebug exited 0")
+
+
+def test_a_crash_at_80x24_without_colour_exits_with_the_script_code(terminal):
+    terminal.start(f"NO_COLOR=1 {TUIDEBUG} --no-mouse {SCRIPTS / 'dash_crash.py'}", width=80, height=24)
+    screen = terminal.wait_for("CRASHED, CODE 1")
+    assert "ValueError: boom" in screen and "⡇ raw" in screen and "c Chart" in screen
+    terminal.press("q")
+    terminal.wait_for("tuidebug exited 1")

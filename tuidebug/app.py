@@ -1,0 +1,75 @@
+"""The Textual app: wiring between a ChildRun, its Session and the screens.
+
+The app draws its first frame before it starts the child, so the screen is up while the child is
+still importing torch.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import Any
+
+from textual.app import App
+
+from tuidebug.launcher import ChildRun, Target, exit_status
+from tuidebug.screens.dashboard import DashboardScreen
+from tuidebug.screens.dialogs import QuitScreen
+from tuidebug.screens.feed import Feed
+from tuidebug.screens.header import SCRIPT_OVER
+from tuidebug.session import Session
+
+QUIT_GRACE_SECONDS = 5.0  # for the child to leave its post-mortem hold and exit with the script's code
+
+
+class TuidebugApp(App[None]):
+    CSS = files("tuidebug.assets").joinpath("dashboard.tcss").read_text(encoding="utf-8")
+    TITLE = "tuidebug"
+
+    def __init__(self, run: ChildRun, break_on_nan: bool = True) -> None:
+        super().__init__()
+        self.child = run
+        self.feed = Feed(run.session)
+        self.break_on_nan = break_on_nan
+
+    def on_mount(self) -> None:
+        self.push_screen(DashboardScreen(self.child, self.feed, self.break_on_nan))
+
+    def on_ready(self) -> None:
+        if self.child.process is None:
+            self.child.start()
+
+    def action_quit(self) -> None:
+        """Ask first only when quitting would stop a script that is still training."""
+        if self.child.running and self.child.session.state not in SCRIPT_OVER:
+            self.push_screen(QuitScreen(), self._confirmed)
+        else:
+            self._leave()
+
+    def _confirmed(self, stop: bool | None) -> None:
+        if stop:
+            self._leave()
+
+    def _leave(self) -> None:
+        self.child.command("quit")  # ends the post-mortem hold; the child then exits with the script's code
+        self.exit()
+
+
+def run_app(target: Target, agent_options: dict[str, Any], mouse: bool = True) -> int:
+    """Run the dashboard until the user quits; tuidebug's exit code, from the child's."""
+    session = Session(target.name, target.args)
+    run = ChildRun(target, session, agent_options, capture_output=True)
+    app = TuidebugApp(run, break_on_nan=agent_options.get("break_on_nan", True))
+    try:
+        app.run(mouse=mouse)
+    finally:
+        code = _finish(run)
+    return exit_status(code)
+
+
+def _finish(run: ChildRun) -> int:
+    """Let a child that was told to quit exit by itself, then stop whatever is left of it."""
+    if run.session.state in SCRIPT_OVER:
+        run.wait(QUIT_GRACE_SECONDS)
+    run.close()
+    code = run.process.returncode if run.process is not None else None
+    return code if code is not None else 0
