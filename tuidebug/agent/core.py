@@ -77,6 +77,15 @@ class Observed:
 
 
 @dataclass
+class Failure:
+    """The first non-finite value: the step it happened in, and the batches that led to it."""
+
+    step: int
+    reason: str
+    recent: list[Captured]
+
+
+@dataclass
 class PendingStep:
     """A step whose tensor values are read on the writer thread, after the device caught up."""
 
@@ -111,6 +120,7 @@ class Agent:
         self.batches: collections.deque[Captured] = collections.deque(maxlen=config.keep_batches)
         self.history: collections.deque[Step] = collections.deque(maxlen=HISTORY_STEPS)
         self.loaders: dict[int, weakref.ref] = {}
+        self.failure: Failure | None = None
         self.checkpoints: collections.deque[tuple[int, Snapshot]] = collections.deque(maxlen=2)
         self._checkpoint_numel: int | None = None
         self._primary: weakref.ref | None = None
@@ -211,6 +221,10 @@ class Agent:
 
     def on_loader(self, loader: Any) -> None:
         self.loaders[id(loader)] = weakref.ref(loader)
+
+    def remember_failure(self, reason: str) -> None:
+        if self.failure is None:
+            self.failure = Failure(self.step + 1, reason, list(self.batches))
 
     def take_snapshot(self) -> Snapshot:
         return Snapshot.take(self.observed.models, self.optimizers, list(self.observed.stateful))

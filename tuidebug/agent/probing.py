@@ -95,6 +95,9 @@ class ProbeRuntime:
         if self.replaying:
             return self._hand_over()
         self.agent.control.hold("probe finished", "batch")
+        if self.replaying:  # another probe, started during that pause, wants its first iteration
+            self._started = True
+            return self._hand_over()
         held, self._held_batch = self._held_batch, None
         return held
 
@@ -171,10 +174,12 @@ class ProbeRuntime:
             self.agent.send(ProbeProgress(run_id=ctx.run_id, probe=ctx.probe, fraction=fraction, text=text))
 
     def _trainer(self, live_loop: bool) -> Any:
-        if live_loop and self.agent.batches:
-            captured = self.agent.batches[-1]
-            self.source = captured.source
-            return ReplayTrainer(self, captured.batch, captured.size)
+        """Replay through the loop when it is live, on the failing batch if there was a failure."""
+        failure = self.agent.failure
+        recent = failure.recent if failure and failure.recent else list(self.agent.batches)
+        if live_loop and recent:
+            self.source = recent[-1].source
+            return ReplayTrainer(self, recent[-1], [c.batch for c in recent if c.source == self.source])
         return CopyTrainer(self.agent)
 
     def _run(self, probe: Any, ctx: ProbeContext) -> None:
@@ -187,8 +192,9 @@ class ProbeRuntime:
         except Exception as exc:  # a probe's bug must not take the user's run down
             outcome = ProbeOutcome("error", f"probe failed: {type(exc).__name__}: {exc}",
                                    evidence=traceback.format_exc().splitlines()[-6:])
-        if ctx.used_trainer is not None:
-            outcome.evidence.append(ctx.used_trainer.note())
+        note = ctx.used_trainer.note() if ctx.used_trainer is not None else None
+        if note:
+            outcome.evidence.append(note)
         ctx.result = ProbeResult(
             run_id=ctx.run_id, probe=ctx.probe, status="cancelled" if self.cancel.is_set() else outcome.status,
             summary=outcome.summary, evidence=outcome.evidence, fix=outcome.fix,

@@ -95,11 +95,12 @@ def slice_batch(batch: Any, count: int, size: int | None) -> Any:
 class ReplayTrainer:
     method = "replay through the script's own loop"
 
-    def __init__(self, runtime: ProbeRuntime, batch: Any, size: int | None) -> None:
+    def __init__(self, runtime: ProbeRuntime, captured: Any, recent: list[Any]) -> None:
         self.runtime = runtime
-        self.batch = batch
-        self.size = size
+        self.batch = captured.batch
+        self.size = captured.size
         self.iterations = 0
+        self._recent = recent  # oldest first, ending with ``captured``
 
     def prepare(self, examples: int | None = None) -> Any:
         """The probe's batch: the first ``examples`` of the captured one, or all of it."""
@@ -107,7 +108,7 @@ class ReplayTrainer:
 
     def recent_batches(self) -> list[Any]:
         """The batches the loop fed most recently (from the same loader), oldest first."""
-        return [c.batch for c in self.runtime.agent.batches if c.source == self.runtime.source]
+        return list(self._recent)
 
     def reset(self, snapshot: Snapshot) -> None:
         """Start the next iteration from ``snapshot``: restored on the training thread at hand-off."""
@@ -118,7 +119,9 @@ class ReplayTrainer:
         self.iterations += 1
         return self.runtime.replay_iteration(batch, adjust or Adjust())
 
-    def note(self) -> str:
+    def note(self) -> str | None:
+        if not self.iterations:
+            return None
         return (f"borrowed {self.iterations} iteration(s) of the script's loop: its own counters and logs saw "
                 "them; model, optimizer, schedulers, scaler and RNG were restored afterwards")
 

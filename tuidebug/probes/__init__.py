@@ -67,9 +67,15 @@ class ProbeContext:
 
 
 def _registry() -> dict[str, Callable[[ProbeContext], ProbeOutcome]]:
-    from tuidebug.probes import overfit
+    from tuidebug.probes import nan, overfit, unsafe_math
 
-    return {"overfit": overfit.run}
+    return {
+        "overfit": overfit.run,
+        "nan.lr": nan.learning_rate,
+        "nan.inputs": nan.nan_inputs,
+        "nan.unsafe_math": unsafe_math.unsafe_math,
+        "nan.grad_explosion": nan.gradient_explosion,
+    }
 
 
 PROBES = _registry()

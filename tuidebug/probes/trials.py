@@ -1,0 +1,92 @@
+"""Replays of the steps that led to a failure, with one thing changed: the NaN probes' experiments.
+
+A trial starts from a saved state (the agent's rolling checkpoint a few steps before the failure
+when it has one, else the state at the break), feeds the recent batches in order through the
+pipeline, and reports the first iteration whose loss or gradient is not finite.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuidebug.agent.trainers import Adjust
+from tuidebug.probes import ProbeContext
+
+MAX_TRIAL_STEPS = 40
+GROWTH = 100.0
+
+
+@dataclass
+class Start:
+    """Where trials begin: a saved state and how many steps before the failure it was taken."""
+
+    snapshot: Any
+    steps_before: int
+    label: str
+
+
+@dataclass
+class Trial:
+    adjust: Adjust
+    losses: list[float] = field(default_factory=list)
+    grad_norms: list[float] = field(default_factory=list)
+    first_nonfinite: int | None = None
+
+    @property
+    def finite(self) -> bool:
+        return self.first_nonfinite is None
+
+    @property
+    def blew_up(self) -> bool:
+        """Non-finite, or a loss that climbed over GROWTH times its lowest value: the NaN on its way."""
+        return not self.finite or (bool(self.losses) and self.losses[-1] > GROWTH * max(min(self.losses), 1e-12))
+
+    def describe(self) -> str:
+        if not self.finite:
+            return f"non-finite at replayed step {self.first_nonfinite}"
+        if not self.losses:
+            return "no loss"
+        trend = "diverging" if self.blew_up else "stable"
+        return f"finite for {len(self.losses)} steps, loss {self.losses[0]:.4g} -> {self.losses[-1]:.4g} ({trend})"
+
+
+def start_point(ctx: ProbeContext) -> Start:
+    """The oldest rolling checkpoint taken before the failure, else the state at the break."""
+    agent = ctx.agent
+    failing_step = agent.failure.step if agent.failure else agent.step + 1
+    for step, snapshot in agent.checkpoints:
+        if step < failing_step:
+            return Start(snapshot, min(failing_step - step, MAX_TRIAL_STEPS), f"the checkpoint of step {step}")
+    return Start(ctx.runtime.snapshot, 1, "the state at the break")
+
+
+def run_trial(ctx: ProbeContext, start: Start, adjust: Adjust) -> Trial:
+    """Replay ``start.steps_before`` steps on the recent batches (cycled) with ``adjust``."""
+    trainer = ctx.trainer
+    batches = trainer.recent_batches() or [trainer.prepare()]
+    trainer.reset(start.snapshot)
+    trial = Trial(adjust)
+    for index in range(start.steps_before):
+        if ctx.cancelled():
+            break
+        batch = batches[(len(batches) - start.steps_before + index) % len(batches)]
+        result = trainer.step(batch, adjust)
+        loss = result.loss if result.loss is not None else math.nan
+        trial.losses.append(loss)
+        if result.grad_norm is not None:
+            trial.grad_norms.append(result.grad_norm)
+        if not math.isfinite(loss) or not result.grads_finite:
+            trial.first_nonfinite = index + 1
+            break
+    return trial
+
+
+def finite(values: list[float | None]) -> list[float]:
+    return [v for v in values if v is not None and math.isfinite(v)]
+
+
+def median(values: list[float]) -> float | None:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else None
