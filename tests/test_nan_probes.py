@@ -1,0 +1,99 @@
+"""The four NaN checks on real failing scripts: each fails for its own cause with the right evidence
+and passes for the others, so that together they single out the cause."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import EXAMPLES, wait_for
+from tuidebug.launcher import ChildRun, Target
+from tuidebug.session import Session
+
+CHECKS = ("nan.lr", "nan.inputs", "nan.unsafe_math", "nan.grad_explosion")
+ARGS = {"nan_after_warmup.py": ("--sleep", "0")}
+
+
+def run_checks(script: str, break_at: int | None = None) -> dict:
+    """Run the script to its first non-finite value (or ``break_at``) and all four checks there."""
+    target = Target(str(EXAMPLES / script), list(ARGS.get(script, ())))
+    session = Session(target.name, target.args)
+    run = ChildRun(target, session, {"break_on_nan": True, "break_at": break_at}, capture_output=True)
+    run.start()
+    try:
+        wait_for(lambda: session.state == "paused", 60, "the break")
+        for check in CHECKS:
+            run.command("probe", name=check, params={})
+            wait_for(lambda: check in session.probe_results, 60, f"{check}'s result")
+    finally:
+        run.close()
+    return session.probe_results
+
+
+@pytest.fixture(scope="module")
+def checks():
+    """The four checks' results per script, each script run once for the whole module."""
+    cache: dict[str, dict] = {}
+
+    def results(script: str) -> dict:
+        if script not in cache:
+            cache[script] = run_checks(script)
+        return cache[script]
+
+    return results
+
+
+@pytest.mark.parametrize("script, cause", [
+    ("nan_after_warmup.py", "nan.lr"),
+    ("nan_inputs.py", "nan.inputs"),
+    ("nan_log_zero.py", "nan.unsafe_math"),
+    ("nan_divide_by_zero.py", "nan.unsafe_math"),
+    ("nan_rnn_explode.py", "nan.grad_explosion"),
+])
+def test_the_four_checks_single_out_the_cause(checks, script, cause):
+    results = checks(script)
+
+    statuses = {check: results[check].status for check in CHECKS}
+    assert statuses == {check: "fail" if check == cause else "pass" for check in CHECKS}, {
+        check: results[check].summary for check in CHECKS}
+    assert results[cause].fix
+
+
+def test_learning_rate_verdict_names_the_stable_rate(checks):
+    result = checks("nan_after_warmup.py")["nan.lr"]
+
+    assert "vanishes at lr x0.1" in result.summary
+    assert result.data["validated"] is True
+    assert any("diverging" in line for line in result.evidence)
+
+
+def test_nan_inputs_names_the_rows_and_the_samples(checks):
+    result = checks("nan_inputs.py")["nan.inputs"]
+
+    assert any(line.startswith("batch[0]: 1 NaN/Inf") for line in result.evidence)
+    assert result.data["samples"] == ["sample 37", "sample 301", "sample 777"]
+    assert result.data["validated"] is True
+
+
+@pytest.mark.parametrize("script, op, line", [
+    ("nan_log_zero.py", "torch.log", "nan_log_zero.py:21"),
+    ("nan_divide_by_zero.py", "torch.div", "nan_divide_by_zero.py:22"),
+])
+def test_unsafe_math_names_the_op_and_the_source_line(checks, script, op, line):
+    result = checks(script)["nan.unsafe_math"]
+
+    assert f"{op} at {line}" in result.summary
+    assert any("at or near 0" in risk or "near 0" in risk for risk in result.data["risky"])
+
+
+def test_exploding_gradients_suggests_a_clip_value_that_keeps_the_replay_finite(checks):
+    result = checks("nan_rnn_explode.py")["nan.grad_explosion"]
+
+    assert result.data["clip"] > 0
+    assert f"max_norm={result.data['clip']:g}" in result.fix
+    assert result.data["validated"] is True
+
+
+def test_a_healthy_run_passes_all_four_checks_when_paused():
+    results = run_checks("healthy_mlp.py", break_at=30)
+
+    assert {c: results[c].status for c in CHECKS} == {c: "pass" for c in CHECKS}
