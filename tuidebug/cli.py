@@ -3,6 +3,8 @@
     tuidebug [OPTIONS] SCRIPT [ARGS...]        the live dashboard
     tuidebug [OPTIONS] -m MODULE [ARGS...]     the same for ``python -m MODULE``
     tuidebug --headless [OPTIONS] SCRIPT ...   figures as lines on stderr, no screen
+    tuidebug diagnose [OPTIONS] SCRIPT ...     walk the decision tree without a screen
+    tuidebug replay BUNDLE SCRIPT ...          re-run a saved failing case against the script
 
 Everything after the script (or ``-m MODULE``) goes to the script, as with ``python``.
 Errors are one line on stderr and exit code 2.
@@ -11,6 +13,7 @@ Errors are one line on stderr and exit code 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -19,7 +22,8 @@ from tuidebug import __version__
 from tuidebug.launcher import Target, TargetError
 
 USAGE_ERROR = 2
-VALUE_OPTIONS = {"--print-every", "--break-at", "--norm-stride"}
+VALUE_OPTIONS = {"--print-every", "--break-at", "--norm-stride", "--json", "--report", "--max-steps",
+                 "--timeout", "--bundle-dir"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,6 +58,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_diagnose_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tuidebug diagnose", usage="tuidebug diagnose [OPTIONS] (SCRIPT | -m MODULE) [ARGS...]",
+                     description="Run the script for a bounded window and walk the decision tree without a screen. "
+                                 "Exit 0: healthy; 1: a failure was diagnosed; 2: usage or tool error.")
+    parser.add_argument("--json", dest="json_path", metavar="PATH", help="write the report as JSON")
+    parser.add_argument("--report", dest="report_path", metavar="PATH", help="write the Markdown report")
+    parser.add_argument("--max-steps", type=_positive, default=300, metavar="N",
+                        help="stop the run after N optimizer steps (default 300)")
+    parser.add_argument("--timeout", type=_positive, default=120, metavar="SECONDS",
+                        help="stop the run after this many seconds (default 120)")
+    parser.add_argument("--bundle-dir", metavar="DIR", help="where to save the reproduction bundle")
+    parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m")
+    return parser
+
+
+def build_replay_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tuidebug replay", usage="tuidebug replay [--timeout S] BUNDLE (SCRIPT | -m MODULE) [ARGS...]",
+                     description="Re-run a saved failing case against the script. Exit 0: it no longer fails; "
+                                 "1: it still fails; 2: usage or tool error.")
+    parser.add_argument("--timeout", type=_positive, default=300, metavar="SECONDS")
+    parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m")
+    return parser
+
+
 def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """tuidebug's own options, and the target with its arguments (the first word not ours)."""
     argv = list(argv)
@@ -70,9 +98,9 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, Target]:
+def parse(argv: Sequence[str], parser: argparse.ArgumentParser | None = None) -> tuple[argparse.Namespace, Target]:
     own, rest = split_argv(argv)
-    options = build_parser().parse_args(own)
+    options = (parser or build_parser()).parse_args(own)
     if options.module:
         target = Target(options.module, rest, module=True)
     elif rest:
@@ -91,12 +119,46 @@ def agent_options(options: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    options, target = parse(sys.argv[1:] if argv is None else argv)
+def checked(target: Target) -> Target:
     try:
         target.check()
     except TargetError as exc:
         fail(str(exc))
+    return target
+
+
+def diagnose(argv: list[str]) -> int:
+    from tuidebug.diagnose import DiagnoseOptions, run_diagnose
+
+    options, target = parse(argv, build_diagnose_parser())
+    return run_diagnose(checked(target), DiagnoseOptions(
+        max_steps=options.max_steps, timeout=float(options.timeout), json_path=options.json_path,
+        report_path=options.report_path, bundle_dir=options.bundle_dir))
+
+
+def replay(argv: list[str]) -> int:
+    from tuidebug.diagnose import run_replay
+
+    timeout = []
+    if argv[:1] == ["--timeout"]:
+        timeout, argv = argv[:2], argv[2:]
+    if not argv or argv[0].startswith("-"):
+        fail("no bundle given: tuidebug replay BUNDLE SCRIPT [ARGS...]")
+    bundle, rest = argv[0], argv[1:]
+    if not os.path.isfile(os.path.join(bundle, "bundle.json")):
+        fail(f"not a reproduction bundle (no bundle.json): {bundle}")
+    options, target = parse(timeout + rest, build_replay_parser())
+    return run_replay(bundle, checked(target), float(options.timeout))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["diagnose"]:
+        return diagnose(argv[1:])
+    if argv[:1] == ["replay"]:
+        return replay(argv[1:])
+    options, target = parse(argv)
+    checked(target)
     if options.headless:
         from tuidebug.headless import run_headless
 

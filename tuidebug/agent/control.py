@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tuidebug.agent.bundle import BundleError, save_bundle
 from tuidebug.probes.batch import batch_report
 from tuidebug.protocol import Command, State
 
@@ -37,6 +38,7 @@ class Control:
             "quit": self._quit,
             "probe": self._probe,
             "inspect": self._inspect,
+            "save_bundle": self._save_bundle,
             "_replay_iteration": lambda args: self.agent.probes.request_iteration(),
             "_probe_done": lambda args: self.agent.probes.finish(),
         }
@@ -133,6 +135,14 @@ class Control:
             return
         live = self.agent.script_running and self.holding != "ended"
         self.agent.probes.start(str(args["name"]), dict(args.get("params") or {}), live_loop=live)
+
+    def _save_bundle(self, args: dict[str, Any]) -> None:
+        try:
+            path = save_bundle(self.agent, str(args["path"]), dict(args.get("meta") or {}))
+        except BundleError as exc:
+            self.agent.event("bundle_error", f"no reproduction saved: {exc}")
+            return
+        self.agent.event("bundle", path)
 
     def _inspect(self, args: dict[str, Any]) -> None:
         self.agent.send(batch_report(self.agent.batches, args.get("step"), args.get("example", 0)))

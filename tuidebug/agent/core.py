@@ -44,6 +44,7 @@ class AgentConfig:
     keep_batches: int = 4
     checkpoint_every: int = 20
     checkpoint_max_params: int = 50_000_000
+    replay: str | None = None  # a reproduction bundle to re-run once the model and optimizer are seen
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> AgentConfig:
@@ -73,7 +74,10 @@ class Observed:
     criterion: torch.nn.Module | None = None
     criterion_targets: tuple = ()
     watch_loss: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None
-    stateful: weakref.WeakSet = field(default_factory=weakref.WeakSet)  # LR schedulers, grad scalers
+    stateful: list[weakref.ref] = field(default_factory=list)  # LR schedulers, grad scalers, in creation order
+
+    def stateful_objects(self) -> list[Any]:
+        return [obj for ref in self.stateful if (obj := ref()) is not None]
 
 
 @dataclass
@@ -195,7 +199,8 @@ class Agent:
 
     def on_stateful(self, obj: Any) -> None:
         """An LR scheduler or grad scaler: probes save and restore its state."""
-        self.observed.stateful.add(obj)
+        if all(ref() is not obj for ref in self.observed.stateful):
+            self.observed.stateful.append(weakref.ref(obj))
 
     def on_batch(self, fetch: Callable[[], Any], epoch: int | None, source: int) -> Any:
         """The batch the loop gets next: normally ``fetch()``'s, the DataLoader's own."""
@@ -203,6 +208,10 @@ class Agent:
             return self.probes.next_batch(lambda: self._capture(fetch(), epoch, source))
         batch = self._capture(fetch(), epoch, source)
         self.control.safe_point("batch")
+        if self.config.replay and self.model is not None and self.optimizers:
+            bundle, self.config.replay = self.config.replay, None
+            self.probes.start("replay", {"bundle": bundle}, live_loop=True)
+            self.control.hold("re-running the saved failing case", "batch")
         if self.probes.wants_replay(source):  # a probe asked for its first iteration while paused here
             return self.probes.begin(batch)
         return batch
@@ -227,7 +236,7 @@ class Agent:
             self.failure = Failure(self.step + 1, reason, list(self.batches))
 
     def take_snapshot(self) -> Snapshot:
-        return Snapshot.take(self.observed.models, self.optimizers, list(self.observed.stateful))
+        return Snapshot.take(self.observed.models, self.optimizers, self.observed.stateful_objects())
 
     def on_scaled_loss(self, scaler: Any, raw: torch.Tensor, scaled: torch.Tensor) -> None:
         self.on_stateful(scaler)

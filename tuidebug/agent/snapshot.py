@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import random
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ class Snapshot:
     optimizers: list[tuple[Any, dict]] = field(default_factory=list)
     stateful: list[tuple[Any, dict]] = field(default_factory=list)  # schedulers and grad scalers
     rng: dict[str, Any] = field(default_factory=dict)
+    after_restore: list[Callable[[], None]] = field(default_factory=list)
 
     @classmethod
     def take(cls, models: list[torch.nn.Module], optimizers: list[torch.optim.Optimizer],
@@ -70,6 +72,8 @@ class Snapshot:
         for obj, state in self.stateful:
             obj.load_state_dict(copy.deepcopy(state))
         _set_rng_state(self.rng)
+        for action in self.after_restore:
+            action()
 
 
     def restore_into(self, original: torch.nn.Module, model: torch.nn.Module,

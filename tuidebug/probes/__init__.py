@@ -67,7 +67,7 @@ class ProbeContext:
 
 
 def _registry() -> dict[str, Callable[[ProbeContext], ProbeOutcome]]:
-    from tuidebug.probes import nan, overfit, unsafe_math
+    from tuidebug.probes import nan, overfit, replay, unsafe_math
 
     return {
         "overfit": overfit.run,
@@ -75,6 +75,7 @@ def _registry() -> dict[str, Callable[[ProbeContext], ProbeOutcome]]:
         "nan.inputs": nan.nan_inputs,
         "nan.unsafe_math": unsafe_math.unsafe_math,
         "nan.grad_explosion": nan.gradient_explosion,
+        "replay": replay.replay_bundle,
     }
 
 

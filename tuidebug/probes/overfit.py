@@ -35,10 +35,12 @@ def run(ctx: ProbeContext) -> ProbeOutcome:
     no_grad: list[str] = []
     for index in range(max_steps):
         if ctx.cancelled():
-            return ProbeOutcome(INCONCLUSIVE, f"cancelled after {index} steps", curve=curve)
+            return ProbeOutcome(INCONCLUSIVE, f"cancelled after {index} steps", curve=curve,
+                                data={"outcome": "inconclusive"})
         loss = trainer.step(batch).loss
         if loss is None:
-            return ProbeOutcome(INCONCLUSIVE, "no loss went backward while training on the batch", curve=curve)
+            return ProbeOutcome(INCONCLUSIVE, "no loss went backward while training on the batch", curve=curve,
+                                data={"outcome": "inconclusive"})
         curve.append(loss)
         if index == 0:
             no_grad = parameters_without_gradient(trainer.named_parameters())
@@ -72,13 +74,15 @@ def verdict(curve: list[float], examples: int) -> ProbeOutcome:
     ]
     if not math.isfinite(curve[-1]):
         return ProbeOutcome(FAIL, f"the loss became {curve[-1]} after {len(curve)} steps on a single batch",
-                            evidence, FIX, curve)
+                            evidence, FIX, curve, {"outcome": "nonfinite"})
     if near_zero(curve):
         return ProbeOutcome(PASS, f"fits one batch: loss {first:.4g} -> {best:.4g} in {len(curve)} steps",
-                            evidence, curve=curve)
+                            evidence, curve=curve, data={"outcome": "fits"})
     if max(curve) - min(curve) <= 1e-6 * max(1.0, abs(first)):
         evidence.append("the loss did not change at all: the weights are not being updated")
-        return ProbeOutcome(FAIL, f"cannot fit one batch: the loss stays at {first:.4g}", evidence, FIX, curve)
+        return ProbeOutcome(FAIL, f"cannot fit one batch: the loss stays at {first:.4g}", evidence, FIX, curve,
+                            {"outcome": "frozen"})
     ratio = best / first if first else float("nan")
     return ProbeOutcome(FAIL, f"cannot fit one batch: loss {first:.4g} -> {best:.4g} ({ratio:.0%} of the start) "
-                        f"in {len(curve)} steps; the pipeline is broken", evidence, FIX, curve)
+                        f"in {len(curve)} steps; the pipeline is broken", evidence, FIX, curve,
+                        {"outcome": "cannot_fit"})

@@ -1,0 +1,133 @@
+"""Reproduction bundles: the failing case on disk, and the state to replay it from.
+
+A bundle is a folder: ``bundle.json`` (what failed, how to tell, the script), ``state.pt`` (the
+model's state and the optimizer's per-parameter state at the replay's start, plain tensors),
+``batches.pt`` (the batches to replay, in dicts, lists and tuples of tensors) and ``replay.py``, a
+small script that re-runs the case. Both ``.pt`` files load with ``torch.load(weights_only=True)``:
+nothing in a bundle can run code.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from tuidebug.agent.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from tuidebug.agent.core import Agent
+
+FORMAT = 1
+
+
+class BundleError(Exception):
+    """The bundle cannot be written or read: the message says why."""
+
+
+def plain(value: Any, depth: int = 0) -> Any:
+    """The batch as dicts, lists and tuples of CPU tensors (what weights_only loading accepts)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu")
+    if depth > 6:
+        raise BundleError("the batch is nested too deeply to save")
+    if isinstance(value, dict):
+        return {k: plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [plain(v, depth + 1) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)}
+    if value is None or isinstance(value, (int, float, str, bool)):
+        return value
+    raise BundleError(f"a {type(value).__name__} in the batch cannot be saved safely")
+
+
+def save_bundle(agent: Agent, folder: str, meta: dict[str, Any]) -> str:
+    """Write the bundle for the agent's current failure (or its latest batch) into ``folder``."""
+    if agent.model is None or not agent.optimizers:
+        raise BundleError("no model and optimizer seen: nothing to reproduce")
+    start, steps, batches = _start(agent)
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    model_state = next((state for model, state, _ in start.modules if model is agent.model), None)
+    optimizer_state = next((state for opt, state in start.optimizers if opt is agent.optimizers[0]), None)
+    torch.save({"model": model_state, "optimizer": optimizer_state}, path / "state.pt")
+    torch.save([plain(b) for b in batches], path / "batches.pt")
+    positions = [state["last_epoch"] for _, state in start.stateful if "last_epoch" in state]
+    meta = {**meta, "format": FORMAT, "steps": steps, "batches": len(batches), "scheduler_steps": positions,
+            "script": os.path.abspath(sys.argv[0]), "args": sys.argv[1:], "torch": torch.__version__}
+    (path / "bundle.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    (path / "replay.py").write_text(_replay_script(path), encoding="utf-8")
+    return str(path)
+
+
+def _start(agent: Agent) -> tuple[Snapshot, int, list[Any]]:
+    """Where the replay starts: the rolling checkpoint before a failure, else the current state."""
+    failure = agent.failure
+    recent = [c.batch for c in (failure.recent if failure else list(agent.batches))]
+    if not recent:
+        raise BundleError("no batch captured: the script has not used a DataLoader")
+    if failure is not None:
+        for step, snapshot in agent.checkpoints:
+            if step < failure.step:
+                return snapshot, min(failure.step - step, 40), recent
+    snapshot = agent.probes.snapshot or agent.take_snapshot()
+    return snapshot, 1, recent[-1:]
+
+
+def _replay_script(path: Path) -> str:
+    return (
+        '"""Re-run the failing case of this bundle against your edited script: exit 1 if it still fails."""\n'
+        "import sys\n\nfrom tuidebug.cli import main\n\n"
+        f"sys.exit(main(['replay', {str(path)!r}, *sys.argv[1:]]))\n"
+    )
+
+
+def load_bundle(folder: str) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
+    """The bundle's metadata, state and batches, loaded without running any code."""
+    path = Path(folder)
+    try:
+        meta = json.loads((path / "bundle.json").read_text(encoding="utf-8"))
+        state = torch.load(path / "state.pt", weights_only=True, map_location="cpu")
+        batches = torch.load(path / "batches.pt", weights_only=True, map_location="cpu")
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise BundleError(f"cannot read the bundle {folder}: {exc}") from None
+    if meta.get("format") != FORMAT:
+        raise BundleError(f"bundle format {meta.get('format')} is not {FORMAT}")
+    return meta, state, batches
+
+
+def bundle_snapshot(agent: Agent, state: dict[str, Any], scheduler_steps: list[int]) -> Snapshot:
+    """A Snapshot that puts the bundle's state into the live model and optimizer. The optimizer
+    keeps the script's own hyperparameters and schedule (the learning rate may be the fix being
+    validated); its schedulers are moved to the step the bundle starts at."""
+    snap = agent.take_snapshot()
+    model, optimizer = agent.model, agent.optimizers[0]
+    snap.modules = [(m, state["model"] if m is model else s, f) for m, s, f in snap.modules]
+    saved = copy.deepcopy(state["optimizer"])
+    saved["param_groups"] = optimizer.state_dict()["param_groups"]
+    snap.optimizers = [(o, saved if o is optimizer else s) for o, s in snap.optimizers]
+    snap.grads = [(p, None) for p, _ in snap.grads]
+    schedulers = [obj for obj, s in snap.stateful if "last_epoch" in s]
+    snap.after_restore.append(lambda: _move_schedulers(schedulers, scheduler_steps))
+    return snap
+
+
+def _move_schedulers(schedulers: list[Any], steps: list[int]) -> None:
+    """Put each LR scheduler at ``step`` and its optimizer's rates where the schedule has them there."""
+    for scheduler, step in zip(schedulers, steps):
+        scheduler.last_epoch = step
+        closed_form = getattr(scheduler, "_get_closed_form_lr", None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # get_lr() outside step() warns; here it is what we want
+            rates = closed_form() if closed_form is not None else scheduler.get_lr()
+        for group, lr in zip(scheduler.optimizer.param_groups, rates):
+            group["lr"] = lr

@@ -1,0 +1,73 @@
+"""Re-running a saved failing case against the (edited) script: the protocol's "fix validated by
+re-running the previously failing case".
+
+The bundle's state goes into the script's own model and optimizer (keeping the script's current
+hyperparameters and schedule), and its batches go through the script's own loop for as many steps
+as led to the failure. The case still fails if the run blows up again (a non-finite or exploding
+loss), if the single batch still cannot be fitted, or if the saved NaN samples are still NaN.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tuidebug.agent.bundle import bundle_snapshot, load_bundle
+from tuidebug.probes import FAIL, PASS, ProbeContext, ProbeOutcome
+from tuidebug.probes.nan import nonfinite_tensors
+from tuidebug.probes.overfit import near_zero
+from tuidebug.probes.trials import Trial
+
+OVERFIT_STEPS = 150
+
+
+def replay_bundle(ctx: ProbeContext) -> ProbeOutcome:
+    meta, state, batches = load_bundle(str(ctx.params["bundle"]))
+    check = meta.get("check", "nonfinite")
+    if check == "inputs":
+        return _inputs(ctx, meta)
+    trainer = ctx.trainer
+    trainer.reset(bundle_snapshot(ctx.agent, state, meta.get("scheduler_steps", [])))
+    if check == "overfit":
+        return _overfit(ctx, trainer, batches[-1])
+    trial = Trial(adjust=None)
+    steps = int(meta.get("steps", 1))
+    for index in range(steps):
+        batch = batches[(len(batches) - steps + index) % len(batches)]
+        result = trainer.step(batch)
+        trial.losses.append(result.loss if result.loss is not None else math.nan)
+        if not math.isfinite(trial.losses[-1]) or not result.grads_finite:
+            trial.first_nonfinite = index + 1
+            break
+    evidence = [f"replayed {steps} step(s) of the saved case ({meta.get('cause')}): {trial.describe()}"]
+    if trial.blew_up:
+        return ProbeOutcome(FAIL, "the failing case still fails: " + trial.describe(), evidence)
+    return ProbeOutcome(PASS, "the failing case no longer fails: " + trial.describe(), evidence)
+
+
+def _overfit(ctx: ProbeContext, trainer, batch) -> ProbeOutcome:
+    curve = []
+    for _ in range(OVERFIT_STEPS):
+        loss = trainer.step(batch).loss
+        curve.append(loss if loss is not None else math.nan)
+        if not math.isfinite(curve[-1]) or near_zero(curve):
+            break
+    fits = math.isfinite(curve[-1]) and near_zero(curve)
+    text = f"single-batch loss {curve[0]:.4g} -> {curve[-1]:.4g} in {len(curve)} steps"
+    if fits:
+        return ProbeOutcome(PASS, "the failing case no longer fails: the batch fits, " + text, curve=curve)
+    return ProbeOutcome(FAIL, "the failing case still fails: the batch still cannot be fitted, " + text, curve=curve)
+
+
+def _inputs(ctx: ProbeContext, meta: dict) -> ProbeOutcome:
+    """The saved NaN samples, read again from the script's (edited) dataset."""
+    loader = ctx.agent.loaders.get(ctx.agent.batches[-1].source)() if ctx.agent.batches else None
+    dataset = getattr(loader, "dataset", None)
+    indices = [int(s.split()[-1]) for s in meta.get("samples", [])]
+    if dataset is None or not indices:
+        return ProbeOutcome(FAIL, "the failing case still fails: the saved batch holds NaN/Inf and no "
+                            "dataset samples can be re-read", [])
+    still = [i for i in indices if i < len(dataset) and nonfinite_tensors(dataset[i])]
+    evidence = [f"re-read dataset samples {indices}: {len(still)} still hold NaN/Inf"]
+    if still:
+        return ProbeOutcome(FAIL, f"the failing case still fails: samples {still} still hold NaN/Inf", evidence)
+    return ProbeOutcome(PASS, "the failing case no longer fails: the saved samples are finite now", evidence)

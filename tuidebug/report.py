@@ -1,0 +1,129 @@
+"""The diagnosis as data (the stable JSON shape) and as a Markdown report."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tuidebug.format import bytes_text, number
+from tuidebug.session import Session
+from tuidebug.tree import Walk
+
+JSON_KEYS = ("failure_class", "cause", "summary", "fix", "evidence", "checks", "reproduction", "validated")
+
+
+def build_report(walk: Walk, session: Session, reproduction: str | None) -> dict[str, Any]:
+    """The report in the shape ``tuidebug diagnose --json`` promises."""
+    verdict = walk.verdict
+    deciding = _deciding_result(walk)
+    fix = deciding.fix if deciding is not None and deciding.fix else verdict.fix
+    summary = deciding.summary if deciding is not None else walk.reason
+    if verdict.failure_class == "healthy":
+        summary = _healthy_summary(walk, session)
+    evidence = [f"branch: {walk.branch} ({walk.reason})"] + _exception_evidence(session, walk.branch)
+    if deciding is not None:
+        evidence += deciding.evidence
+    return {
+        "failure_class": verdict.failure_class,
+        "cause": verdict.cause,
+        "summary": summary,
+        "fix": fix,
+        "evidence": evidence,
+        "checks": [{"id": node_id, "status": _check_status(walk, node_id),
+                    "summary": walk.results[node_id].summary if node_id in walk.results else ""}
+                   for node_id in _check_ids(walk)],
+        "reproduction": reproduction,
+        "validated": _validated(walk, deciding),
+    }
+
+
+def _deciding_result(walk: Walk):
+    """The check whose failure named the verdict (the last failed check on the path)."""
+    failed = [node_id for node_id in walk.path if walk.status(node_id) == "fail"]
+    verdict = walk.verdict
+    if verdict.failure_class == "nan":
+        decide = next((walk.tree[n] for n in walk.path if walk.tree[n].kind == "decide"), None)
+        if decide is not None:
+            failed = [check for check in decide.order if walk.status(check) == "fail"][:1]
+    return walk.results[failed[-1]] if failed else None
+
+
+def _validated(walk: Walk, deciding) -> bool | None:
+    if deciding is None or "validated" not in deciding.data:
+        return None
+    return bool(deciding.data["validated"])
+
+
+def _check_ids(walk: Walk) -> list[str]:
+    """Every check on the path, and the checks of the chosen branch that did not run."""
+    ids = [n for n in walk.path if walk.tree[n].kind == "check"]
+    branch_items = [item for item in walk.tree.verification if item.get("branch") == walk.branch]
+    for item in branch_items:
+        ids += [c for c in item.get("checks", []) if c not in ids]
+    return ids
+
+
+def _check_status(walk: Walk, node_id: str) -> str:
+    return walk.results[node_id].status if node_id in walk.results else "skipped"
+
+
+def _exception_evidence(session: Session, branch: str) -> list[str]:
+    if branch not in ("oom", "shape", "crash"):
+        return []
+    exception = next((e for e in reversed(session.events) if e.kind == "exception"), None)
+    return exception.details[-4:] if exception is not None else []
+
+
+def _healthy_summary(walk: Walk, session: Session) -> str:
+    first = session.loss.recent[0][1] if session.loss.recent else None
+    last = session.loss.latest
+    trend = f", loss {number(first)} -> {number(last)}" if first is not None else ""
+    return f"healthy: {session.step} steps with finite loss and gradients{trend}; the single batch fits"
+
+
+def markdown(report: dict[str, Any], walk: Walk, session: Session) -> str:
+    """The report for people: verdict, fix, evidence, checks, figures, the protocol's checklist."""
+    lines = [f"# tuidebug diagnosis: {session.target}", "",
+             f"**{report['failure_class']}** / `{report['cause']}`: {report['summary']}", ""]
+    if report["fix"]:
+        lines += ["## Fix", "", report["fix"], ""]
+    lines += ["## Evidence", ""] + [f"- {line}" for line in report["evidence"]] + [""]
+    lines += ["## Checks", "", "| check | status | finding |", "|---|---|---|"]
+    lines += [f"| {c['id']} | {c['status']} | {c['summary'].replace('|', '/')} |" for c in report["checks"]]
+    lines += ["", "## The run", ""] + [f"- {line}" for line in run_figures(session)] + [""]
+    lines += ["## Protocol verification", ""]
+    for text, done in walk.verification():
+        mark = "n/a" if done is None else ("x" if done else " ")
+        lines.append(f"- [{mark}] {text}" if mark != "n/a" else f"- (n/a) {text}")
+    lines += ["", f"Reproduction: {report['reproduction'] or 'none saved'}; validated: {report['validated']}", ""]
+    return "\n".join(lines)
+
+
+def run_figures(session: Session) -> list[str]:
+    """Loss, gradient and memory figures around the end of the window (or the failure)."""
+    figures = [f"{session.step} steps in {session.elapsed:.1f}s, state {session.state}"]
+    recent = list(session.loss.recent)[-8:]
+    if recent:
+        figures.append("last losses: " + ", ".join(f"{int(x)}: {number(y)}" for x, y in recent))
+    norms = list(session.grad_norm.recent)[-8:]
+    if norms:
+        figures.append("last gradient norms: " + ", ".join(f"{int(x)}: {number(y)}" for x, y in norms))
+    memory = session.memory
+    if memory is not None:
+        if memory.cuda_allocated is not None:
+            figures.append(f"CUDA allocated {bytes_text(memory.cuda_allocated)}, peak {bytes_text(memory.cuda_peak)}")
+        figures.append(f"RSS {bytes_text(memory.rss)}")
+    if session.counters.first_nonfinite_step is not None:
+        figures.append(f"first non-finite value at step {session.counters.first_nonfinite_step}")
+    return figures
+
+
+def json_ready(value: Any) -> Any:
+    """NaN and Inf are not JSON: write them as strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_ready(v) for v in value]
+    return value
