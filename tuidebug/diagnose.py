@@ -22,6 +22,7 @@ from tuidebug.session import Session
 from tuidebug.tree import Walk, load_tree, preselect
 
 HEALTHY, DIAGNOSED, TOOL_ERROR = 0, 1, 2
+OVERFIT_AT = 10  # the overfit test runs early, through the live loop, before the window goes on
 STOPPED = ("paused", "ended", "finished", "crashed")
 BUNDLE_CHECKS = {"nan_in_inputs": "inputs", "cannot_overfit_single_batch": "overfit",
                  "no_gradient_to_weights": "overfit"}
@@ -67,9 +68,24 @@ def stop_for_diagnosis(run: ChildRun, session: Session, options: DiagnoseOptions
     wait_until(session, lambda: session.state in STOPPED or session.ended, 30.0)
 
 
-def walk_tree(run: ChildRun, session: Session, options: DiagnoseOptions) -> Walk:
+def overfit_first(run: ChildRun, session: Session, options: DiagnoseOptions) -> ProbeResult | None:
+    """The protocol's first rule: at an early step, while the script's loop is live (so the test runs
+    its own loss code), fit a single batch; then let the run go on to the window's end."""
+    stop_for_diagnosis(run, session, options)
+    if session.state != "paused" or session.where != "step_end":
+        return None  # an early failure or the end: the tree runs the test where the run stopped
+    result = run_probe(run, session, "overfit", options.probe_timeout)
+    run.command("break_at", step=options.max_steps)
+    run.command("resume")
+    wait_until(session, lambda: session.state != "paused" or session.ended, 10.0)
+    return result
+
+
+def walk_tree(run: ChildRun, session: Session, options: DiagnoseOptions, overfit: ProbeResult | None) -> Walk:
     branch, reason = preselect(session)
     walk = Walk(load_tree(), branch=branch, reason=reason)
+    if overfit is not None:
+        walk.record("overfit", overfit)
     while walk.verdict is None:
         node = walk.node
         if node.kind == "check" and node.id not in walk.results:
@@ -97,11 +113,14 @@ def save_reproduction(run: ChildRun, session: Session, walk: Walk, folder: str, 
 
 def run_diagnose(target: Target, options: DiagnoseOptions) -> int:
     session = Session(target.name, target.args)
-    run = ChildRun(target, session, {"break_on_nan": True, "break_at": options.max_steps}, capture_output=True)
+    first_stop = min(OVERFIT_AT, options.max_steps)
+    run = ChildRun(target, session, {"break_on_nan": True, "break_at": first_stop}, capture_output=True)
     run.start()
     try:
-        stop_for_diagnosis(run, session, options)
-        walk = walk_tree(run, session, options)
+        overfit = overfit_first(run, session, options)
+        if overfit is not None:
+            stop_for_diagnosis(run, session, options)
+        walk = walk_tree(run, session, options, overfit)
         folder = options.bundle_dir or f"tuidebug-repro-{Path(target.name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
         samples = (walk.results.get("nan.inputs").data.get("samples", []) if "nan.inputs" in walk.results else [])
         bundle = save_reproduction(run, session, walk, folder, {"samples": samples})

@@ -71,14 +71,18 @@ def _exception_evidence(session: Session, branch: str) -> list[str]:
     if branch not in ("oom", "shape", "crash"):
         return []
     exception = next((e for e in reversed(session.events) if e.kind == "exception"), None)
-    return exception.details[-4:] if exception is not None else []
+    if exception is not None:
+        return exception.details[-4:]
+    return [f"script output: {line}" for line in list(session.output)[-5:]]
 
 
 def _healthy_summary(walk: Walk, session: Session) -> str:
     first = session.loss.recent[0][1] if session.loss.recent else None
     last = session.loss.latest
     trend = f", loss {number(first)} -> {number(last)}" if first is not None else ""
-    return f"healthy: {session.step} steps with finite loss and gradients{trend}; the single batch fits"
+    overfit = walk.results.get("overfit")
+    fits = f"; single-batch test: {overfit.summary}" if overfit is not None else ""
+    return f"healthy: {session.step} steps with finite loss and gradients{trend}{fits}"
 
 
 def markdown(report: dict[str, Any], walk: Walk, session: Session) -> str:

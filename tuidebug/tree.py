@@ -93,6 +93,7 @@ def preselect(session: Session) -> tuple[str, str]:
     with session.lock:
         events = list(session.events)
         first_nonfinite = session.counters.first_nonfinite_step
+        steps = session.step
     exception = next((e for e in reversed(events) if e.kind == "exception"), None)
     nonfinite = next((e for e in events if e.kind in ("nonfinite_loss", "nonfinite_grad")), None)
     if nonfinite is not None or first_nonfinite is not None:
@@ -100,6 +101,11 @@ def preselect(session: Session) -> tuple[str, str]:
         return "nan", f"non-finite value at step {step}: {nonfinite.message if nonfinite else ''}".rstrip(": ")
     if exception is not None:
         return _classify(exception)
+    end = next((e for e in reversed(events) if e.kind == "script_end"), None)
+    if end is not None and not end.message.endswith(" 0"):
+        return "crash", end.message
+    if steps == 0:
+        return "no_step", "the script ran no optimizer step" + (" before it ended" if end else " in the window")
     return "healthy", "no non-finite value, no exception in the run so far"
 
 

@@ -28,7 +28,7 @@ FIX = (
 
 def run(ctx: ProbeContext) -> ProbeOutcome:
     examples = int(ctx.params.get("examples", 10))
-    max_steps = int(ctx.params.get("steps", 150))
+    max_steps = int(ctx.params.get("steps", 300))
     trainer = ctx.trainer
     batch = trainer.prepare(examples)
     curve: list[float] = []
@@ -65,6 +65,14 @@ def near_zero(curve: list[float]) -> bool:
     return best <= ABSOLUTE or (curve[0] > 0 and best <= RATIO * curve[0])
 
 
+def still_improving(curve: list[float]) -> bool:
+    """The best loss of the last fifth of the steps is over 10% below the best of the fifth before."""
+    fifth = max(1, len(curve) // 5)
+    if len(curve) < 5 * fifth:
+        return False
+    return min(curve[-fifth:]) < 0.9 * min(curve[-2 * fifth:-fifth])
+
+
 def verdict(curve: list[float], examples: int) -> ProbeOutcome:
     first, best = curve[0], min(curve[-WINDOW:])
     evidence = [
@@ -83,6 +91,10 @@ def verdict(curve: list[float], examples: int) -> ProbeOutcome:
         return ProbeOutcome(FAIL, f"cannot fit one batch: the loss stays at {first:.4g}", evidence, FIX, curve,
                             {"outcome": "frozen"})
     ratio = best / first if first else float("nan")
+    if still_improving(curve):
+        return ProbeOutcome(INCONCLUSIVE, f"still improving after {len(curve)} steps (loss {first:.4g} -> {best:.4g}, "
+                            f"{ratio:.0%} of the start): the batch is being fitted, slowly at this learning rate",
+                            evidence, curve=curve, data={"outcome": "still_improving"})
     return ProbeOutcome(FAIL, f"cannot fit one batch: loss {first:.4g} -> {best:.4g} ({ratio:.0%} of the start) "
                         f"in {len(curve)} steps; the pipeline is broken", evidence, FIX, curve,
                         {"outcome": "cannot_fit"})
