@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tuidebug.tree import Walk, load_tree, preselect
 from tuidebug.protocol import (
     BatchReport, Device, Event, Hello, Memory, Message, ProbeProgress, ProbeResult, State, Step,
 )
@@ -119,6 +120,7 @@ class Session:
         self.probe_results: dict[str, ProbeResult] = {}
         self.probe_progress: ProbeProgress | None = None
         self.batch_report: BatchReport | None = None
+        self.walk: Walk | None = None
         self.events: collections.deque[Event] = collections.deque(maxlen=EVENT_LOG)
         self.output: collections.deque[str] = collections.deque(maxlen=OUTPUT_LINES)
         self._listeners: list[Listener] = []
@@ -246,8 +248,21 @@ class Session:
     def _on_probe_progress(self, progress: ProbeProgress) -> None:
         self.probe_progress = progress
 
+    def start_walk(self) -> Walk:
+        """A fresh walk of the decision tree, on the branch the run points to now."""
+        branch, reason = preselect(self)
+        with self.lock:
+            self.walk = Walk(load_tree(), branch=branch, reason=reason)
+            self.version += 1
+        return self.walk
+
     def _on_probe_result(self, result: ProbeResult) -> None:
         self.probe_results[result.probe] = result
+        walk = self.walk
+        if walk is not None:
+            for node in walk.tree.checks():
+                if node.probe == result.probe:
+                    walk.record(node.id, result)
         if self.probe_progress is not None and self.probe_progress.run_id == result.run_id:
             self.probe_progress = None
         self.events.append(Event(kind="probe", message=f"{result.probe}: {result.status}: {result.summary}",

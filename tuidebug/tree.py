@@ -13,8 +13,12 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from tuidebug.protocol import Event, ProbeResult
-from tuidebug.session import Session
+
+if TYPE_CHECKING:
+    from tuidebug.session import Session
 
 KINDS = {"check", "select", "decide", "observe", "verdict"}
 OOM_PATTERNS = re.compile(r"out of memory|OutOfMemoryError|can't allocate memory|CUBLAS_STATUS_ALLOC_FAILED", re.I)
