@@ -133,12 +133,11 @@ class LossPane(ChartPane):
     log = False
 
     def key(self, session: Session) -> Any:
-        return last_point(session.loss), self.log
+        return last_point(session.loss), nonfinite(session, "nonfinite_loss"), self.log
 
     def read(self, session: Session) -> dict[str, Any]:
-        counters = session.counters
         return {"points": plotdata.whole_run(session.loss), "lr": session.lr.latest,
-                "nonfinite": counters.nonfinite_loss, "first": counters.first_nonfinite_step}
+                "nonfinite": nonfinite(session, "nonfinite_loss")}
 
     def chart(self, data: dict[str, Any], limit: int) -> Chart:
         points = data["points"]
@@ -148,25 +147,25 @@ class LossPane(ChartPane):
         finite = [y for _, y in points if math.isfinite(y)]
         figures = [("loss", number(latest)), ("smoothed", number(smoothed[-1][1] if smoothed else None)),
                    ("lowest", number(min(finite, default=None))), ("lr", number(data["lr"])),
-                   ("non-finite", nonfinite_text(data["nonfinite"], data["first"])),
+                   ("NaN/Inf", nonfinite_text(*data["nonfinite"])),
                    ("scale", "log" if self.log else "linear")]
         return Chart("loss", lines=[("raw", shown), ("smoothed", smoothed)], figures=figures, log=self.log)
 
 
 class GradPane(ChartPane):
     def key(self, session: Session) -> Any:
-        return last_point(session.grad_norm)
+        return last_point(session.grad_norm), nonfinite(session, "nonfinite_grad")
 
     def read(self, session: Session) -> dict[str, Any]:
         return {"points": plotdata.whole_run(session.grad_norm),
-                "nonfinite": session.counters.nonfinite_grad, "skipped": session.counters.skipped_steps}
+                "nonfinite": nonfinite(session, "nonfinite_grad"), "skipped": session.counters.skipped_steps}
 
     def chart(self, data: dict[str, Any], limit: int) -> Chart:
         points = data["points"]
         finite = [y for _, y in points if math.isfinite(y)]
         figures = [("norm", number(points[-1][1] if points else None)),
                    ("largest", number(max(finite, default=None))),
-                   ("non-finite", str(data["nonfinite"])), ("AMP skipped", str(data["skipped"]))]
+                   ("NaN/Inf", nonfinite_text(*data["nonfinite"])), ("AMP skips", str(data["skipped"]))]
         shown = plotdata.downsample(plotdata.finite(points), limit)
         return Chart("gradient norm", lines=[("norm", shown)], figures=figures)
 
@@ -211,6 +210,17 @@ def memory_figures(memory: Any, total: int | None) -> list[tuple[str, str]]:
     figures.append(("device total", bytes_text(total)))
     figures.append(("RSS (CPU)", bytes_text(memory.rss)))
     return figures
+
+
+def nonfinite(session: Session, kind: str) -> tuple[int, int | None]:
+    """How many steps had a non-finite loss (or gradient norm), and the step of the first.
+
+    The step the agent paused on is not counted by the session yet (its record comes after the
+    pause), but its event is in the log: it counts as one.
+    """
+    first = next((event.step for event in session.events if event.kind == kind), None)
+    count = getattr(session.counters, kind)
+    return (max(count, 1) if first is not None else count), first
 
 
 def nonfinite_text(count: int, first: int | None) -> str:

@@ -146,6 +146,7 @@ class DashboardScreen(Screen[None]):
         if self._command("break_on_nan", enabled=not self.break_on_nan):
             self.break_on_nan = not self.break_on_nan
             self._show_header()
+            self.notify(f"Break on NaN/Inf {'on' if self.break_on_nan else 'off'}")  # the header may be cut off
 
     def action_toggle_log(self) -> None:
         pane = self.query_one(LossPane)

@@ -26,9 +26,8 @@ def state_text(session: Session) -> tuple[str, str]:
         match = _CODE.search(reason)
         code = f", code {match.group(1)}" if match else ""
         return f"{'crashed' if crashed else 'finished'}{code}", "post-mortem: q quits"
-    if state == "paused":
-        where = f" at {session.where}" if session.where else ""
-        return state, f"{reason}{where}"
+    if state == "paused" and reason == "paused" and session.where:
+        return state, f"at {session.where}"  # a plain pause: where it stopped is the news
     return state, reason
 
 
@@ -57,7 +56,8 @@ class RunHeader(Static):
 
 def header_text(session: Session, script: str, break_on_nan: bool) -> Text:
     pid = session.pid if session.pid is not None else "-"
-    first = Text.assemble(("tuidebug ", "bold"), script, f"   pid {pid}   ", device_text(session))
+    first = Text.assemble(("tuidebug ", "bold"), script, f"   pid {pid}   ", device_text(session),
+                          f"   NaN break {'on' if break_on_nan else 'off'}")
     state, detail = state_text(session)
     rate = session.steps_per_second()
     parts = [f"step {session.step}"]
@@ -65,11 +65,8 @@ def header_text(session: Session, script: str, break_on_nan: bool) -> Text:
         parts.append(f"epoch {session.epoch}")
     parts.append(f"elapsed {seconds_text(session.elapsed)}")
     parts.append(f"{rate:.1f} steps/s" if rate is not None else "- steps/s")
-    parts.append(f"NaN break {'on' if break_on_nan else 'off'}")
     # The detail (why it paused, the exit code) goes last: it is the part that may be cut off.
     style = STATE_STYLES.get(state.split(",")[0], "bold")
     second = Text.assemble((state.upper(), style), "   ", "   ".join(parts),
                            f"   {detail}" if detail else "")
-    text = Text("\n").join([first, second])
-    text.no_wrap, text.overflow = True, "ellipsis"
-    return text
+    return Text("\n").join([first, second])  # cut, not wrapped, by the stylesheet

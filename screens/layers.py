@@ -55,7 +55,7 @@ class LayerTableScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="layers-title")
         yield DataTable(id="layers", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("#", "parameter", "grad norm", "share", "flag")

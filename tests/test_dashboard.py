@@ -22,6 +22,7 @@ from tuidebug.screens.logs import OutputPane, clean_line
 from tuidebug.session import Series
 
 WIDE = (100, 30)
+WIDER = (140, 30)  # room on the header's first line for the NaN flag after the fixture's absolute paths
 
 
 def screen_text(app: TuidebugApp) -> str:
@@ -92,14 +93,15 @@ async def test_run_to_step_pauses_there(start_run):
         await pilot.press("enter")
         await shows(pilot, "Enter a step after 3.")
         await pilot.press("backspace", "1", "2", "enter")
-        await shows(pilot, "break at step 12")
-        assert session.state == "paused" and session.step == 12
+        await until(pilot, lambda: session.state == "paused" and session.step == 12, "the pause at step 12")
+        await until(pilot, lambda: "PAUSED   step 12" in screen_text(app), "the header to follow")
+        assert "break at step 12" in screen_text(app)
 
 
 async def test_break_on_nan_toggle_reaches_the_agent(start_run):
     run, session = start_run(EXAMPLES / "nan_after_warmup.py", "--sleep", "0.02")
     app = TuidebugApp(run)
-    async with app.run_test(size=WIDE) as pilot:
+    async with app.run_test(size=WIDER) as pilot:
         await shows(pilot, "NaN break on")
         await until(pilot, lambda: session.state == "running", "the run")
         await pilot.press("n")
@@ -110,11 +112,12 @@ async def test_break_on_nan_toggle_reaches_the_agent(start_run):
 async def test_a_nan_pauses_and_the_layer_table_shows_the_norms(start_run):
     run, session = start_run(EXAMPLES / "nan_after_warmup.py", "--sleep", "0", norm_stride=1)
     app = TuidebugApp(run)
-    async with app.run_test(size=WIDE) as pilot:
+    async with app.run_test(size=WIDER) as pilot:
         await shows(pilot, "PAUSED")
         screen = screen_text(app)
         assert "non-finite" in session.reason and "nonfinite_" in screen
         assert "NaN break off" in screen  # the agent breaks at the first non-finite value only
+        assert re.search(r"NaN/Inf\s+1 \(step \d+\)", screen)  # the step it paused on counts
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, LayerTableScreen), "the layer table")
         await shows(pilot, f"at step {session.layer_norms_step}")
