@@ -76,8 +76,9 @@ def overfit_first(run: ChildRun, session: Session, options: DiagnoseOptions) -> 
         return None  # an early failure or the end: the tree runs the test where the run stopped
     result = run_probe(run, session, "overfit", options.probe_timeout)
     run.command("break_at", step=options.max_steps)
+    changes = session.state_changes
     run.command("resume")
-    wait_until(session, lambda: session.state != "paused" or session.ended, 10.0)
+    wait_until(session, lambda: session.state_changes > changes or session.ended, 10.0)
     return result
 
 

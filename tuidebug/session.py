@@ -93,6 +93,7 @@ class Session:
         self.lock = threading.RLock()
         self.version = 0
         self.state = "starting"
+        self.state_changes = 0
         self.reason = ""
         self.where = ""
         self.hello: Hello | None = None
@@ -202,6 +203,7 @@ class Session:
         self.device = device
 
     def _on_state(self, state: State) -> None:
+        self.state_changes += 1
         if self.exit_code is None:
             self.state, self.reason, self.where = state.state, state.reason, state.where
 
