@@ -18,9 +18,10 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from tuidebug.format import bytes_text, number
+from tuidebug.protocol import Memory
 from tuidebug.screens import plotdata
 from tuidebug.screens.plotdata import Points
-from tuidebug.session import Session
+from tuidebug.session import Series, Session
 
 CUDA_SERIES = {"allocated": "cuda_allocated", "reserved": "cuda_reserved", "NVML": "nvml_used"}
 # Distinct markers, not only distinct colours, so the lines stay apart under NO_COLOR; each with
@@ -75,7 +76,7 @@ class ChartPane(Horizontal):
 
     def _draw(self, plot: PlotextPlot, chart: Chart) -> None:
         plt = plot.plt
-        plt.clear_data()
+        plt.clear_figure()  # no scale, limit or tick left over from the last frame (render sets size and theme)
         # The first line is the one that matters (raw loss): drawn last, it stays on top.
         for (_, points), (marker, _) in reversed(list(zip(chart.lines, MARKERS))):
             if points:
@@ -104,9 +105,10 @@ def _set_ticks(plt: Any, chart: Chart, width: int, height: int) -> None:
     """Ticks with short labels: plotext's own print every digit of a large value."""
     ys = [y for _, points in chart.lines for _, y in points]
     xs = [x for _, points in chart.lines for x, _ in points]
-    if chart.ceiling is not None:
-        ys.append(chart.ceiling[1])
-    if not ys:
+    if chart.ceiling is not None:  # memory against the device total: the whole card, from zero
+        ys += [0.0, chart.ceiling[1]]
+        plt.ylim(0.0, chart.ceiling[1])
+    if not xs:
         return
     rows = max(2, min(5, (height - 4) // 2))
     if chart.log:
@@ -124,7 +126,7 @@ def figures_text(chart: Chart) -> Text:
     return Text("\n").join(lines)
 
 
-def last_point(series: Any) -> Any:
+def last_point(series: Series) -> tuple[tuple[float, float] | None, int]:
     """The newest point and the bucket count: together they change whenever the series does."""
     return (series.recent[-1] if series.recent else None, len(series.coarse.points))
 
@@ -198,7 +200,7 @@ class MemoryPane(ChartPane):
                      ceiling=("total", total / size) if total else None)
 
 
-def memory_figures(memory: Any, total: int | None) -> list[tuple[str, str]]:
+def memory_figures(memory: Memory | None, total: int | None) -> list[tuple[str, str]]:
     if memory is None:
         return [("memory", "-")]
     if memory.cuda_allocated is None:

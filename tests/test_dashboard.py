@@ -10,16 +10,20 @@ from collections.abc import Callable
 
 import pytest
 from rich.console import Console
+from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 
 from conftest import EXAMPLES, SCRIPTS
 from tuidebug.app import TuidebugApp
 from tuidebug.format import number
+from tuidebug.protocol import Device, Memory
 from tuidebug.screens import plotdata
+from tuidebug.screens.charts import MemoryPane
 from tuidebug.screens.dialogs import QuitScreen, RunToStepScreen
+from tuidebug.screens.header import device_text
 from tuidebug.screens.layers import LayerTableScreen, layer_rows
 from tuidebug.screens.logs import OutputPane, clean_line
-from tuidebug.session import Series
+from tuidebug.session import Series, Session
 
 WIDE = (100, 30)
 WIDER = (140, 30)  # room on the header's first line for the NaN flag after the fixture's absolute paths
@@ -42,8 +46,13 @@ async def until(pilot: Pilot, predicate: Callable[[], bool], what: str, timeout:
         await pilot.pause(0.05)
 
 
-async def shows(pilot: Pilot, text: str, timeout: float = 30.0) -> None:
-    await until(pilot, lambda: text in screen_text(pilot.app), repr(text), timeout)
+async def shows(pilot: Pilot, *texts: str, timeout: float = 30.0) -> None:
+    """Wait until every text is on screen: panes may catch up with the header a frame later."""
+    await until(pilot, lambda: all(text in screen_text(pilot.app) for text in texts), repr(texts), timeout)
+
+
+async def reads(pilot: Pilot, pattern: str) -> None:
+    await until(pilot, lambda: re.search(pattern, screen_text(pilot.app)) is not None, repr(pattern))
 
 
 async def test_a_finished_run_shows_its_loss_output_and_events(start_run):
@@ -53,13 +62,12 @@ async def test_a_finished_run_shows_its_loss_output_and_events(start_run):
         await shows(pilot, "FINISHED, CODE 0")
         printed = [line for line in session.output if line.startswith("step ")]
         assert printed[-1].startswith("step 16 loss")
-        screen = screen_text(app)
-        assert printed[-1] in screen  # the script's own output pane
         loss = float(printed[-1].split()[-1])
-        assert re.search(rf"loss\s+{re.escape(number(loss))}\b", screen)  # the figure beside the chart
+        await shows(pilot, printed[-1], "script_end script ended with")  # the output pane, the event log
+        await reads(pilot, rf"loss\s+{re.escape(number(loss))}\b")  # the figure beside the chart
+        screen = screen_text(app)
         assert "healthy_mlp.py --epochs 1" in screen and f"pid {session.pid}" in screen and "CPU" in screen
         assert "step 16" in screen and f"epoch {session.epoch}" in screen
-        assert "script_end script ended with" in screen
         assert "post-mortem" in screen and "RSS (CPU)" in screen
 
 
@@ -114,16 +122,12 @@ async def test_a_nan_pauses_and_the_layer_table_shows_the_norms(start_run):
     app = TuidebugApp(run)
     async with app.run_test(size=WIDER) as pilot:
         await shows(pilot, "PAUSED")
-        screen = screen_text(app)
-        assert "non-finite" in session.reason and "nonfinite_" in screen
-        assert "NaN break off" in screen  # the agent breaks at the first non-finite value only
-        assert re.search(r"NaN/Inf\s+1 \(step \d+\)", screen)  # the step it paused on counts
+        assert "non-finite" in session.reason
+        await shows(pilot, "nonfinite_", "NaN break off")  # the agent breaks at the first non-finite value only
+        await reads(pilot, r"NaN/Inf\s+1 \(step \d+\)")  # the step it paused on counts
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, LayerTableScreen), "the layer table")
-        await shows(pilot, f"at step {session.layer_norms_step}")
-        screen = screen_text(app)
-        assert "sorted by norm" in screen and "largest" in screen
-        assert all(name in screen for name in session.layer_norms)
+        await shows(pilot, f"at step {session.layer_norms_step}", "sorted by norm", "largest", *session.layer_norms)
         await pilot.press("o")
         await shows(pilot, "sorted by name")
         await pilot.press("escape")
@@ -135,9 +139,9 @@ async def test_log_scale_toggle(start_run):
     app = TuidebugApp(run)
     async with app.run_test(size=WIDE) as pilot:
         await shows(pilot, "FINISHED")
-        assert re.search(r"scale\s+linear", screen_text(app))
+        await reads(pilot, r"scale\s+linear")
         await pilot.press("l")
-        await until(pilot, lambda: re.search(r"scale\s+log", screen_text(app)) is not None, "log scale")
+        await reads(pilot, r"scale\s+log")
 
 
 async def test_a_crash_stays_on_screen_until_quit(start_run):
@@ -145,9 +149,7 @@ async def test_a_crash_stays_on_screen_until_quit(start_run):
     app = TuidebugApp(run)
     async with app.run_test(size=WIDE) as pilot:
         await shows(pilot, "CRASHED, CODE 1")
-        screen = screen_text(app)
-        assert "ValueError: boom after step 3" in screen
-        assert "dash_crash.py" in screen and "in check" in screen  # the script's own frames
+        await shows(pilot, "ValueError: boom after step 3", "dash_crash.py", "in check")  # the script's own frames
         output = app.screen.query_one(OutputPane).lines  # scrolled past by the traceback below it
         assert any(line.startswith("step 3 loss") for line in output)
         assert "Traceback (most recent call last):" in output
@@ -179,9 +181,8 @@ async def test_narrow_terminal_shows_one_chart_and_every_key(start_run):
         await shows(pilot, "FINISHED")
         assert app.screen.has_class("narrow")
         await shows(pilot, "s Step  g Run to  n NaN  l Log  t Layers  c Chart  q Quit")  # the footer follows the state
-        screen = screen_text(app)
-        assert "raw" in screen and "gradient norm" not in screen
-        assert "events" in screen and "script output" in screen and "step 16 loss" in screen
+        await shows(pilot, "⡇ raw", "events", "script output", "step 16 loss")
+        assert "gradient norm" not in screen_text(app)
         await pilot.press("c")
         await shows(pilot, "gradient norm")
         assert "smoothed" not in screen_text(app)
@@ -214,9 +215,7 @@ async def test_every_size_shows_the_header_and_footer(start_run, size):
     run, session = start_run(EXAMPLES / "healthy_mlp.py", "--epochs", "1")
     app = TuidebugApp(run)
     async with app.run_test(size=size) as pilot:
-        await shows(pilot, "tuidebug")
-        screen = screen_text(app)
-        assert "healthy_mlp.py" in screen and "q Quit" in screen
+        await shows(pilot, "tuidebug", "healthy_mlp.py", "q Quit")
 
 
 # --- the pure helpers behind the panes -----------------------------------------------------------
@@ -254,3 +253,30 @@ def test_layer_rows_flag_the_largest_and_the_non_finite():
     assert [(row[1], row[-1]) for row in rows] == [("0.bias", "NON-FINITE"), ("2.weight", "largest"), ("0.weight", "")]
     assert [row[1] for row in layer_rows({"b": 1.0, "a": 2.0}, "name")] == ["a", "b"]
     assert [row[3] for row in layer_rows({"a": 3.0, "b": 4.0}, "model order")] == ["36.0%", "64.0%"]
+
+
+async def test_the_memory_chart_on_a_gpu_shows_cuda_and_nvml_against_the_device_total():
+    """No GPU here: the session is fed the readings a CUDA run's agent sends, and the pane drawn from them."""
+    session = Session("train.py", [])
+    gib = 1024**3
+    session.ingest(Device(kind="cuda", name="NVIDIA H200", total_bytes=140 * gib))
+    for second in range(5):
+        session.ingest(Memory(time=1000.0 + second, rss=2 * gib, cuda_allocated=(10 + second) * gib,
+                              cuda_reserved=20 * gib, cuda_peak=30 * gib, nvml_used=22 * gib, nvml_total=140 * gib))
+
+    class MemoryOnly(App[None]):
+        CSS = TuidebugApp.CSS
+
+        def compose(self) -> ComposeResult:
+            yield MemoryPane(classes="chart")
+
+    app = MemoryOnly()
+    async with app.run_test(size=(100, 20)) as pilot:
+        app.query_one(MemoryPane).refresh_from(session)
+        await pilot.pause()
+        screen = screen_text(app)
+    assert "CUDA memory, GiB  ⡇ allocated  • reserved  + NVML  ─ total" in screen
+    for figure in ("allocated    14.0 GiB", "reserved     20.0 GiB", "peak         30.0 GiB",
+                   "NVML used    22.0 GiB", "device total 140.0 GiB", "RSS (CPU)    2.0 GiB"):
+        assert figure in screen
+    assert device_text(session) == "NVIDIA H200 (140.0 GiB)"

@@ -38,14 +38,15 @@ class Terminal:
     def press(self, *keys: str) -> None:
         self._tmux("send-keys", "-t", "t", *keys)
 
-    def wait_for(self, text: str, timeout: float = 30.0) -> str:
+    def wait_for(self, *texts: str, timeout: float = 30.0) -> str:
+        """The screen, once every text is on it."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             screen = self.screen()
-            if text in screen:
+            if all(text in screen for text in texts):
                 return screen
             time.sleep(0.05)
-        raise AssertionError(f"timed out after {timeout}s waiting for {text!r}; the screen:\n{self.screen()}")
+        raise AssertionError(f"timed out after {timeout}s waiting for {texts!r}; the screen:\n{self.screen()}")
 
     def close(self) -> None:
         subprocess.run([*self.base, "kill-server"], capture_output=True)
@@ -63,18 +64,14 @@ def terminal(request: pytest.FixtureRequest) -> Iterator[Terminal]:
 
 def test_the_dashboard_in_a_real_terminal(terminal):
     terminal.start(f"{TUIDEBUG} {EXAMPLES / 'healthy_mlp.py'} --epochs 1")
-    terminal.wait_for("FINISHED, CODE 0")
-    screen = terminal.wait_for("step 16 loss")
-    for text in ("healthy_mlp.py --epochs 1", "loss  ⡇ raw  • smoothed", "gradient norm", "RSS (CPU)",
-                 "script_end", "s Step", "q Quit"):
-        assert text in screen
+    terminal.wait_for("FINISHED, CODE 0", "step 16 loss", "healthy_mlp.py --epochs 1", "loss  ⡇ raw  • smoothed",
+                      "gradient norm", "RSS (CPU)", "script_end", "s Step", "q Quit")
     terminal.press("q")
     terminal.wait_for("tuidebug exited 0")
 
 
 def test_a_crash_at_80x24_without_colour_exits_with_the_script_code(terminal):
     terminal.start(f"NO_COLOR=1 {TUIDEBUG} --no-mouse {SCRIPTS / 'dash_crash.py'}", width=80, height=24)
-    screen = terminal.wait_for("CRASHED, CODE 1")
-    assert "ValueError: boom" in screen and "⡇ raw" in screen and "c Chart" in screen
+    terminal.wait_for("CRASHED, CODE 1", "ValueError: boom", "⡇ raw", "c Chart")
     terminal.press("q")
     terminal.wait_for("tuidebug exited 1")

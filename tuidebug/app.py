@@ -40,6 +40,8 @@ class TuidebugApp(App[None]):
 
     def action_quit(self) -> None:
         """Ask first only when quitting would stop a script that is still training."""
+        if isinstance(self.screen, QuitScreen):
+            return
         if self.child.running and self.child.session.state not in SCRIPT_OVER:
             self.push_screen(QuitScreen(), self._confirmed)
         else:
@@ -63,7 +65,7 @@ def run_app(target: Target, agent_options: dict[str, Any], mouse: bool = True) -
         app.run(mouse=mouse)
     finally:
         code = _finish(run)
-    return exit_status(code)
+    return app.return_code or exit_status(code)  # Textual's 1 if the app itself failed
 
 
 def _finish(run: ChildRun) -> int:
