@@ -101,14 +101,17 @@ class TreeScreen(Screen[None]):
     def on_mount(self) -> None:
         tree = self.query_one("#tree", Tree)
         tree.show_root = False
-        groups = {prefix: tree.root.add(title, expand=True) for prefix, title in GROUPS}
-        for node in self.walk.tree.nodes.values():
+        groups: dict[str, TreeNode] = {}
+        for node in self.walk.tree.nodes.values():  # in the file's order: the protocol's order
             if node.kind == "verdict":
                 continue
-            parent = next((groups[p] for p in groups if node.id.startswith(p)), tree.root)
-            self._items[node.id] = parent.add_leaf(node.title, data=node.id)
+            prefix, title = next(((p, t) for p, t in GROUPS if node.id.startswith(p)), (None, None))
+            if prefix is not None and prefix not in groups:
+                groups[prefix] = tree.root.add(title, expand=True)
+            self._items[node.id] = (groups[prefix] if prefix else tree.root).add_leaf(node.title, data=node.id)
         self._items["verdict"] = tree.root.add_leaf("Verdict", data=None)
         tree.focus()
+        tree.move_cursor(self._items[self.walk.current])
         self.set_interval(REFRESH_SECONDS, self._refresh)
         self._refresh()
 

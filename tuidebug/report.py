@@ -15,7 +15,8 @@ JSON_KEYS = ("failure_class", "cause", "summary", "fix", "evidence", "checks", "
 def build_report(walk: Walk, session: Session, reproduction: str | None) -> dict[str, Any]:
     """The report in the shape ``tuidebug diagnose --json`` promises."""
     verdict = walk.verdict
-    deciding = _deciding_result(walk)
+    check = deciding_check(walk)
+    deciding = walk.results[check] if check is not None else None
     fix = deciding.fix if deciding is not None and deciding.fix else verdict.fix
     summary = deciding.summary if deciding is not None else walk.reason
     if verdict.failure_class == "healthy":
@@ -37,15 +38,14 @@ def build_report(walk: Walk, session: Session, reproduction: str | None) -> dict
     }
 
 
-def _deciding_result(walk: Walk):
-    """The check whose failure named the verdict (the last failed check on the path)."""
+def deciding_check(walk: Walk) -> str | None:
+    """The check whose failure named the verdict: the one a decide node picked, else the last
+    failed check on the path."""
     failed = [node_id for node_id in walk.path if walk.status(node_id) == "fail"]
-    verdict = walk.verdict
-    if verdict.failure_class == "nan":
-        decide = next((walk.tree[n] for n in walk.path if walk.tree[n].kind == "decide"), None)
-        if decide is not None:
-            failed = [check for check in decide.order if walk.status(check) == "fail"][:1]
-    return walk.results[failed[-1]] if failed else None
+    decide = next((walk.tree[n] for n in walk.path if walk.tree[n].kind == "decide"), None)
+    if decide is not None:
+        failed = [check for check in decide.order if walk.status(check) == "fail"][:1]
+    return failed[-1] if failed else None
 
 
 def _validated(walk: Walk, deciding) -> bool | None:

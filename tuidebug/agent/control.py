@@ -28,6 +28,7 @@ class Control:
         self.pause_requested = False
         self.step_once = False
         self.holding: str | None = None  # the state of the hold the training thread is in
+        self._pending_probe: dict[str, Any] | None = None
         self._leave = False
         self.handlers: dict[str, Handler] = {
             "pause": self._pause,
@@ -75,6 +76,9 @@ class Control:
             return
         outer, self.holding, self._leave = self.holding, state, False
         self.agent.send(State(state=state, step=self.agent.step, reason=reason, where=where))
+        if self._pending_probe is not None:
+            pending, self._pending_probe = self._pending_probe, None
+            self._probe(pending)
         while not self._leave and client.connected:
             command = client.next_command(timeout=0.5)
             if command is not None:
@@ -130,8 +134,8 @@ class Control:
         return True
 
     def _probe(self, args: dict[str, Any]) -> None:
-        if self.holding is None:
-            self.agent.event("error", "pause the run before running a probe")
+        if self.holding is None:  # asked while running: pause at the next safe point, then run it
+            self._pending_probe, self.pause_requested = args, True
             return
         live = self.agent.script_running and self.holding != "ended"
         self.agent.probes.start(str(args["name"]), dict(args.get("params") or {}), live_loop=live)

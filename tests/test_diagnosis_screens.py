@@ -1,0 +1,72 @@
+"""Pilot tests of the diagnosis screens on real runs: the tree walked with the keyboard, the
+verdict and its saved report, the batch inspector."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import EXAMPLES, SCRIPTS, wait_for
+from test_dashboard import screen_text, shows, until
+from tuidebug.app import TuidebugApp
+from tuidebug.screens.inspector import InspectorScreen, picture
+from tuidebug.screens.tree import TreeScreen
+from tuidebug.screens.verdict import VerdictScreen
+
+SIZE = (120, 40)
+
+
+async def test_the_tree_walks_a_nan_run_to_its_verdict_with_the_keyboard(start_run, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run, session = start_run(EXAMPLES / "nan_divide_by_zero.py")
+    wait_for(lambda: session.state == "paused", 60, "the break on the first NaN")
+    app = TuidebugApp(run)
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(TreeScreen(run))
+        await shows(pilot, "Single-batch overfit test", "NaN: unsafe log / exp / divide?", "Protocol verification")
+
+        await pilot.press("a")  # autopilot: every check in turn, then the verdict
+        await until(pilot, lambda: isinstance(app.screen, VerdictScreen), "the verdict screen", timeout=120)
+        await shows(pilot, "nan / unsafe_math", "torch.div at nan_divide_by_zero.py:22",
+                    "[x] For NaN: learning rate, input NaNs, unsafe math, and gradient explosion all checked")
+
+        await pilot.press("s")
+        await until(pilot, lambda: list(tmp_path.glob("tuidebug-report-*.md")), "the saved report", timeout=60)
+        await until(pilot, lambda: list(tmp_path.glob("tuidebug-repro-*/bundle.json")), "the bundle", timeout=60)
+        report = next(tmp_path.glob("tuidebug-report-*.md")).read_text()
+        assert "`unsafe_math`" in report
+
+        await pilot.press("escape")
+        assert isinstance(app.screen, TreeScreen)
+        assert "[FAIL] NaN: unsafe log / exp / divide?" in screen_text(app)
+        assert "[pass] NaN: NaN or Inf in the inputs?" in screen_text(app)
+
+
+async def test_enter_runs_the_selected_check_and_its_evidence_is_shown(start_run):
+    run, session = start_run(EXAMPLES / "no_grad_reaches_weights.py", break_at=3)
+    wait_for(lambda: session.state == "paused", 60, "the break at step 3")
+    app = TuidebugApp(run)
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(TreeScreen(run))
+        await shows(pilot, "Single-batch overfit test")
+        await pilot.press("enter")
+        await shows(pilot, "[FAIL] Single-batch overfit test", "cannot fit one batch", timeout=60)
+        await pilot.press("n")
+        await pilot.press("v")
+        await shows(pilot, "no_learning / no_gradient_to_weights")
+
+
+async def test_the_inspector_shows_the_paused_batch(start_run):
+    run, session = start_run(SCRIPTS / "probe_batches.py", "dict", break_at=2)
+    wait_for(lambda: session.state == "paused", 60, "the break at step 2")
+    app = TuidebugApp(run)
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(InspectorScreen(run))
+        await shows(pilot, "batch of step 2", "batch['features']", "16x6", "batch['label']")
+        await pilot.press("down")
+        await shows(pilot, "labels: 0:")
+        await pilot.press("left_square_bracket")
+        await shows(pilot, "batch of step 1")
+
+
+def test_pictures_go_dark_to_light_without_colour():
+    assert picture([[0.0, 0.5, 1.0]]) == "  ++@@"
