@@ -19,7 +19,9 @@ from tuidebug.screens.dialogs import RunToStepScreen
 from tuidebug.screens.feed import Feed
 from tuidebug.screens.header import SCRIPT_OVER, RunHeader
 from tuidebug.screens.layers import LayerTableScreen
+from tuidebug.screens.inspector import InspectorScreen
 from tuidebug.screens.logs import EventLog, OutputPane
+from tuidebug.screens.tree import TreeScreen
 
 FRAME_SECONDS = 0.25
 NARROW_COLUMNS = 81
@@ -33,8 +35,12 @@ class DashboardScreen(Screen[None]):
         Binding("s", "step", "Step", id="dashboard.step", tooltip="Run one optimizer step, then pause"),
         Binding("g", "run_to", "Run to", id="dashboard.run_to", tooltip="Run until after step N, then pause"),
         Binding("n", "toggle_nan", "NaN", id="dashboard.nan", tooltip="Pause at the first NaN/Inf loss or gradient"),
-        Binding("l", "toggle_log", "Log", id="dashboard.log", tooltip="Loss chart: log or linear scale"),
+        Binding("l", "toggle_log", "Log", id="dashboard.log", tooltip="Loss chart: log or linear scale", show=False),
         Binding("t", "layers", "Layers", id="dashboard.layers", tooltip="Per-layer gradient norms"),
+        Binding("d", "diagnose", "Diagnose", id="dashboard.diagnose",
+                tooltip="The decision tree: run the protocol's checks on the paused run"),
+        Binding("i", "inspect", "Inspect", id="dashboard.inspect", tooltip="The paused batch, tensor by tensor",
+                show=False),
         Binding("c", "next_chart", "Chart", id="dashboard.chart", tooltip="Narrow terminal: show the next chart"),
         Binding("q", "app.quit", "Quit", id="dashboard.quit", tooltip="Quit (asks first while the script runs)"),
     ]
@@ -48,6 +54,7 @@ class DashboardScreen(Screen[None]):
         self._version = -1
         self._state = ""
         self._clock = ""
+        self._tree_opened = False
 
     def compose(self) -> ComposeResult:
         yield RunHeader(self.child.target.display, id="header")
@@ -91,6 +98,19 @@ class DashboardScreen(Screen[None]):
         if self.session.state != self._state:
             self._state = self.session.state
             self.refresh_bindings()  # pause or resume, step or not
+            self._open_tree_on_failure()
+
+    def _open_tree_on_failure(self) -> None:
+        """The first break on a non-finite value opens the decision tree on the NaN branch (d opens it
+        again); a crash only says so, so the traceback stays in view."""
+        if self._tree_opened or self.app.screen is not self:
+            return
+        if self._state == "paused" and self.session.reason.startswith("non-finite"):
+            self._tree_opened = True
+            self.action_diagnose()
+        elif self._state in ("ended", "crashed") and any(e.kind == "exception" for e in self.session.events):
+            self._tree_opened = True
+            self.notify("The script raised: press d to walk the decision tree")
 
     def _take_events(self) -> None:
         taken = self.feed.take_events()
@@ -162,6 +182,14 @@ class DashboardScreen(Screen[None]):
 
     def action_layers(self) -> None:
         self.app.push_screen(LayerTableScreen(self.session))
+
+    def action_diagnose(self) -> None:
+        if self.session.walk is None or self.session.walk.verdict is None and not self.session.walk.results:
+            self.session.start_walk()  # on the branch the run points to now
+        self.app.push_screen(TreeScreen(self.child))
+
+    def action_inspect(self) -> None:
+        self.app.push_screen(InspectorScreen(self.child))
 
     def _command(self, name: str, **args: object) -> bool:
         sent = self.child.command(name, **args)

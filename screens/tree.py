@@ -15,6 +15,7 @@ from textual.widgets import Footer, ProgressBar, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from tuidebug.launcher import ChildRun
+from tuidebug.screens.inspector import InspectorScreen
 from tuidebug.screens.verdict import VerdictScreen
 from tuidebug.session import Session
 from tuidebug.tree import Node, Walk
@@ -76,6 +77,7 @@ class TreeScreen(Screen[None]):
         Binding("a", "autopilot", "Auto", id="tree.auto", tooltip="Run every check of the walk in turn"),
         Binding("c", "cancel", "Cancel", id="tree.cancel", tooltip="Cancel the running probe"),
         Binding("v", "verdict", "Verdict", id="tree.verdict", tooltip="The verdict, the report and the reproduction"),
+        Binding("i", "inspect", "Inspect", id="tree.inspect", tooltip="The paused batch, tensor by tensor"),
         Binding("escape,d", "app.pop_screen", "Back", id="tree.back", tooltip="Back to the dashboard"),
     ]
 
@@ -90,6 +92,7 @@ class TreeScreen(Screen[None]):
         self._shown = -1
 
     def compose(self) -> ComposeResult:
+        yield Static(id="tree-state")
         with Horizontal(id="tree-main"):
             yield Tree("Debugging protocol", id="tree")
             with VerticalScroll(id="tree-details"):
@@ -135,6 +138,9 @@ class TreeScreen(Screen[None]):
         if progress is not None:
             bar.update(progress=progress.fraction)
         self.query_one("#tree-checklist", Static).update("Protocol verification\n" + checklist(self.walk))
+        session = self.session
+        self.query_one("#tree-state", Static).update(Text(
+            f"{session.state.upper()}  step {session.step}  {session.reason}   branch: {self.walk.branch}"))
 
     def _show_details(self) -> None:
         tree = self.query_one("#tree", Tree)
@@ -205,6 +211,9 @@ class TreeScreen(Screen[None]):
             self.notify("no probe is running")
             return
         self.run.command("cancel")
+
+    def action_inspect(self) -> None:
+        self.app.push_screen(InspectorScreen(self.run))
 
     def action_verdict(self) -> None:
         if self.walk.verdict is None:

@@ -22,6 +22,7 @@ from tuidebug.screens.charts import MemoryPane
 from tuidebug.screens.dialogs import QuitScreen, RunToStepScreen
 from tuidebug.screens.header import device_text
 from tuidebug.screens.layers import LayerTableScreen, layer_rows
+from tuidebug.screens.tree import TreeScreen
 from tuidebug.screens.logs import OutputPane, clean_line
 from tuidebug.session import Series, Session
 
@@ -121,8 +122,10 @@ async def test_a_nan_pauses_and_the_layer_table_shows_the_norms(start_run):
     run, session = start_run(EXAMPLES / "nan_after_warmup.py", "--sleep", "0", norm_stride=1)
     app = TuidebugApp(run)
     async with app.run_test(size=WIDER) as pilot:
-        await shows(pilot, "PAUSED")
+        await until(pilot, lambda: isinstance(app.screen, TreeScreen), "the tree, opened by the NaN break")
+        await shows(pilot, "PAUSED", "branch: nan")
         assert "non-finite" in session.reason
+        await pilot.press("escape")
         await shows(pilot, "nonfinite_", "NaN break off")  # the agent breaks at the first non-finite value only
         await reads(pilot, r"NaN/Inf\s+1 \(step \d+\)")  # the step it paused on counts
         await pilot.press("t")
@@ -180,7 +183,7 @@ async def test_narrow_terminal_shows_one_chart_and_every_key(start_run):
     async with app.run_test(size=(80, 24)) as pilot:
         await shows(pilot, "FINISHED")
         assert app.screen.has_class("narrow")
-        await shows(pilot, "s Step  g Run to  n NaN  l Log  t Layers  c Chart  q Quit")  # the footer follows the state
+        await shows(pilot, "s Step  g Run to  n NaN  t Layers  d Diagnose  c Chart  q Quit")  # follows the state
         await shows(pilot, "⡇ raw", "events", "script output", "step 16 loss")
         assert "gradient norm" not in screen_text(app)
         await pilot.press("c")

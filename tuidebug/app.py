@@ -22,7 +22,8 @@ QUIT_GRACE_SECONDS = 5.0  # for the child to leave its post-mortem hold and exit
 
 
 class TuidebugApp(App[None]):
-    CSS = files("tuidebug.assets").joinpath("dashboard.tcss").read_text(encoding="utf-8")
+    CSS = "\n".join(files("tuidebug.assets").joinpath(name).read_text(encoding="utf-8")
+                     for name in ("dashboard.tcss", "diagnosis.tcss"))
     TITLE = "tuidebug"
 
     def __init__(self, run: ChildRun, break_on_nan: bool = True) -> None:
