@@ -246,6 +246,8 @@ class Session:
 
     def _on_event(self, event: Event) -> None:
         self.events.append(event)
+        if event.kind == "script_end" and self.ended_at is None:
+            self.ended_at = time.monotonic()  # the clock stops with the script, not with post-mortem
 
     def _on_probe_progress(self, progress: ProbeProgress) -> None:
         self.probe_progress = progress

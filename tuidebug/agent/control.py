@@ -66,6 +66,7 @@ class Control:
     def break_on_nonfinite(self, reason: str, where: str) -> None:
         """Pause at the first non-finite value only: a run that goes on after it would stop every step."""
         self.agent.config.break_on_nan = False
+        self.agent.event("control", "break on NaN/Inf: off after this first hit (n arms it again)")
         self.agent.remember_failure(reason)
         self.hold(reason, where)
 
