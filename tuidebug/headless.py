@@ -6,6 +6,7 @@ The script keeps the terminal (stdin, stdout and stderr are its own); tuidebug's
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Any, TextIO
 
@@ -80,15 +81,26 @@ def event_line(event: Event) -> str:
     return f"{event.kind}{where}: {event.message}"
 
 
+class _Terminated(Exception):
+    """tuidebug itself was told to stop (SIGTERM, SIGHUP): the script stops with it."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise _Terminated(signum)
+
+
 def run_headless(target: Target, agent_options: dict[str, Any], every: int) -> int:
     session = Session(target.name, target.args)
     printer = HeadlessPrinter(session, every, sys.stderr)
     run = ChildRun(target, session, {**agent_options, "post_mortem": False}, capture_output=False)
-    run.start()
+    previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:
+        run.start()
         code = _wait(run)
     finally:
         run.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if session.exit_code is None:
         session.child_exited(code)
     printer.summary()
@@ -96,14 +108,14 @@ def run_headless(target: Target, agent_options: dict[str, Any], every: int) -> i
 
 
 def _wait(run: ChildRun) -> int:
-    """Wait for the child; a Ctrl-C goes to the script, a second one stops it."""
+    """Wait for the child; a Ctrl-C goes to the script, a second one (or SIGTERM, SIGHUP) stops it."""
     try:
-        return run.wait()
-    except KeyboardInterrupt:
-        run.interrupt()
-    try:
+        try:
+            return run.wait()
+        except KeyboardInterrupt:
+            run.interrupt()
         code = run.wait(10.0)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Terminated):
         code = None
     if code is None:
         run.stop()

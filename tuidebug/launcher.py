@@ -48,8 +48,9 @@ class Target:
         try:
             with open(self.name, "rb") as source:
                 compile(source.read(), self.name, "exec")
-        except SyntaxError as exc:
-            raise TargetError(f"syntax error in {exc.filename} line {exc.lineno}: {exc.msg}") from None
+        except SyntaxError as exc:  # null bytes are one too, with no line
+            where = f" line {exc.lineno}" if exc.lineno else ""
+            raise TargetError(f"syntax error in {self.name}{where}: {exc.msg}") from None
         except (OSError, ValueError) as exc:
             raise TargetError(f"cannot read {self.name}: {exc}") from None
 

@@ -92,6 +92,8 @@ class AgentServer:
             self.session.note("error", f"closed the agent connection: {exc}")
         except OSError:
             pass
+        except Exception as exc:  # a frame the decoder or the session could not take: log it, never a traceback
+            self.session.note("error", f"closed the agent connection: {type(exc).__name__}: {exc}")
         finally:
             if self._agent is conn:
                 self._agent = None
@@ -102,13 +104,13 @@ class AgentServer:
         conn.settimeout(HANDSHAKE_SECONDS)
         try:
             hello = protocol.read_message(conn, decoder, pending)
-        except (protocol.ProtocolError, TimeoutError) as exc:
+        except (protocol.ProtocolError, OSError, ValueError, TypeError) as exc:  # timeouts are OSErrors
             return self._reject(conn, f"bad handshake: {exc}")
         if not isinstance(hello, Hello):
             return self._reject(conn, "bad handshake: the first frame is not a hello")
         if hello.version != protocol.PROTOCOL_VERSION:
             return self._reject(conn, f"protocol version {hello.version}, expected {protocol.PROTOCOL_VERSION}")
-        if not secrets.compare_digest(hello.token, self.token):
+        if not secrets.compare_digest(hello.token.encode(), self.token.encode()):  # str must be ASCII
             return self._reject(conn, "wrong token")
         if self._agent is not None:
             return self._reject(conn, "an agent is already connected")

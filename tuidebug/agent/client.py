@@ -23,6 +23,9 @@ from tuidebug.protocol import Command, Hello, Message, Step
 METRIC_QUEUE = 4096
 EVENT_QUEUE = 16384
 HANDSHAKE_TIMEOUT = 10.0
+# Step records wait up to this long and go out together: one writer wake-up per step would cost the
+# training thread GIL hand-offs every step. Events and state changes wake the writer at once.
+FLUSH_SECONDS = 0.05
 
 
 class ConnectionRefused(Exception):
@@ -49,6 +52,7 @@ class AgentClient:
         self._lost_lock = threading.Lock()
         self._busy = False
         self._sequence = itertools.count()  # keeps events and steps in the order they happened
+        self._threads: list[threading.Thread] = []
 
     def connect(self, argv: list[str], torch_version: str, resolve: Callable[[Any], Step]) -> None:
         self._resolve = resolve
@@ -72,8 +76,10 @@ class AgentClient:
         self._sock = sock
         self.connected = True
         os.register_at_fork(after_in_child=self._forget_in_child)
-        threading.Thread(target=self._write_loop, name="tuidebug-writer", daemon=True).start()
-        threading.Thread(target=self._read_loop, name="tuidebug-reader", daemon=True).start()
+        for target, name in ((self._write_loop, "tuidebug-writer"), (self._read_loop, "tuidebug-reader")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def send(self, message: Message) -> None:
         """Queue a message that must get through (events, state); never blocks the caller."""
@@ -95,11 +101,9 @@ class AgentClient:
         if not self.connected:
             return
         if len(self._metrics) >= METRIC_QUEUE:
-                self._metrics.popleft()
-                self._dropped += 1
-        self._metrics.append((next(self._sequence), record))
-        with self._wake:
-            self._wake.notify()
+            self._metrics.popleft()
+            self._dropped += 1
+        self._metrics.append((next(self._sequence), record))  # the writer takes it within FLUSH_SECONDS
 
     def next_command(self, timeout: float | None = None) -> Command | None:
         """Pop the next command; with a timeout, wait for one that long."""
@@ -129,8 +133,13 @@ class AgentClient:
             time.sleep(0.01)
 
     def close(self) -> None:
+        """Flush, disconnect, and let the threads end: a daemon thread that still drops tensors while
+        the interpreter shuts down aborts the process ("terminate called without an active exception")."""
         self.flush()
         self._lost()
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=5)
 
     def _forget_in_child(self) -> None:
         """A forked child (a DataLoader worker) must not hold the connection open, nor use it."""
@@ -142,8 +151,10 @@ class AgentClient:
         next_sample = 0.0
         while self.connected:
             with self._wake:
-                if not (self._metrics or self._events):
-                    self._wake.wait(timeout=max(0.0, next_sample - time.monotonic()))
+                if not self._events:
+                    self._wake.wait(timeout=max(0.0, min(FLUSH_SECONDS, next_sample - time.monotonic())))
+            if not self.connected:
+                return
             self._busy = True
             batch = []
             while self._events:

@@ -22,6 +22,7 @@ from torch.utils.data.dataloader import _BaseDataLoaderIter
 from tuidebug.agent.core import Agent
 
 _is_compiling = torch.compiler.is_compiling
+_graph_task = torch._C._current_graph_task_id  # -1 outside a backward pass
 
 
 def install(agent: Agent) -> list[Callable[[], None]]:
@@ -38,14 +39,21 @@ def install(agent: Agent) -> list[Callable[[], None]]:
 
 
 def _install_module_hooks(agent: Agent) -> Callable[[], None]:
-    """The outermost module call with parameters is the model; one without, after it, the loss."""
+    """The outermost module call with parameters is the model; one without, after it, the loss.
+
+    Calls made inside a backward pass (checkpointing re-running a block's forward) are not top-level.
+    ``torch.compile(module)`` warns about any global module hook; ours do nothing while Dynamo traces,
+    so that warning, which the script would not show without tuidebug, is silenced.
+    """
     depth = [0]
     handles = []
+    warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks",
+                            category=UserWarning)
 
     def before_forward(module: torch.nn.Module, args: Any) -> None:
         if _is_compiling():
             return
-        if depth[0] == 0 and agent.active():
+        if depth[0] == 0 and agent.active() and _graph_task() == -1:
             agent.on_top_level_call(module, args)
         depth[0] += 1
 

@@ -9,6 +9,9 @@ directory first on ``sys.path``, and the same exit code and traceback.
 from __future__ import annotations
 
 import _thread
+import builtins
+import importlib.machinery
+import io
 import json
 import os
 import runpy
@@ -26,7 +29,9 @@ from tuidebug.agent.core import Agent, AgentConfig
 from tuidebug.agent.memory import MemoryReader
 from tuidebug.protocol import Event, State
 
-_OWN_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, os.path.abspath(runpy.__file__))
+_OWN_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, os.path.abspath(runpy.__file__),
+              "<frozen runpy>")
+NO_SUCH_MODULE = 2  # the code tuidebug gives for a missing script, too
 
 
 def main() -> None:
@@ -75,13 +80,30 @@ def run_target(agent: Agent, target: str, args: list[str], module: bool) -> int:
         if module:
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
-            runpy.run_path(target, run_name="__main__")
+            _run_script(target)
     except SystemExit as exc:
         return _exit_code(exc.code)
     except BaseException as exc:  # the script's own failure: report it as python would
+        if module and isinstance(exc, ImportError) and _user_traceback(exc.__traceback__) is None:
+            print(f"tuidebug: error: {exc}", file=sys.stderr)  # runpy found no such module
+            return NO_SUCH_MODULE
         _report(agent, exc)
         return 130 if isinstance(exc, KeyboardInterrupt) else 1
     return 0
+
+
+def _run_script(path: str) -> None:
+    """Run a script as ``python path`` does: in the real ``__main__`` module, ``__file__`` absolute."""
+    path = os.path.abspath(path)
+    with io.open_code(path) as source:
+        code = compile(source.read(), path, "exec", dont_inherit=True)
+    main_module = sys.modules["__main__"]
+    main_module.__dict__.clear()
+    main_module.__dict__.update(
+        __name__="__main__", __doc__=None, __package__=None, __spec__=None, __file__=path, __cached__=None,
+        __loader__=importlib.machinery.SourceFileLoader("__main__", path), __builtins__=builtins,
+    )
+    exec(code, main_module.__dict__)
 
 
 def _exit_code(code: object) -> int:
@@ -95,6 +117,7 @@ def _exit_code(code: object) -> int:
 
 def _report(agent: Agent, exc: BaseException) -> None:
     tb = _user_traceback(exc.__traceback__)
+    exc.__traceback__ = tb  # excepthook prints the exception's own traceback, not its argument
     sys.excepthook(type(exc), exc, tb)
     frames = traceback.format_list(traceback.extract_tb(tb))
     summary = f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,280 @@
+"""``make bench``: what running under tuidebug costs, measured in one run.
+
+1. Step time: a small CNN and an MLP (``bench/workload.py``), in groups of three processes: one
+   bare (``python workload.py``), a second bare one as a control, and one under the agent at the
+   TUI's default settings (a real child process, a real socket, this process as the TUI side).
+   After warm-up they take turns, one segment of steps each, so that all see the same load on the
+   machine. Reported: the median over groups of the median over segments of (agent median step
+   time / bare median step time); the same for mean step times; and the control's ratio, the
+   noise floor.
+2. Protocol: 10^6 metric messages from a separate sender process through the real socket into a
+   real ``Session``: the messages per second the TUI side takes in, and its memory afterwards.
+3. Agent memory: a long run of a tiny model, bare and under the agent: the agent's extra RSS, and
+   how much each grows per 1000 steps after warm-up.
+
+This process never imports torch, like the TUI. Results are also written to .bench/latest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import platform
+import queue
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import psutil
+
+from tuidebug.cli import agent_options, build_parser
+from tuidebug.launcher import ChildRun, Target
+from tuidebug.server import AgentServer
+from tuidebug.session import Session
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOAD = Path(__file__).resolve().parent / "workload.py"
+RESULTS = ROOT / ".bench" / "latest.json"
+MiB = 1024 * 1024
+
+# The sender: an agent-like peer that handshakes and streams Step frames as fast as it can encode them.
+SENDER = """
+import socket, sys, time
+from tuidebug import protocol
+from tuidebug.protocol import Hello, Step
+address, token, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+sock = socket.socket(socket.AF_UNIX)
+sock.connect(address)
+sock.sendall(protocol.encode(Hello(version=protocol.PROTOCOL_VERSION, token=token, pid=0, argv=["bench"],
+                                   python="", torch_version="")))
+assert isinstance(protocol.read_message(sock, protocol.FrameDecoder(), []), protocol.Welcome)
+layers = {f"block{i}.weight": 0.5 for i in range(12)}
+for start in range(1, count + 1, 1000):
+    frames = [protocol.encode(Step(step=n, time=time.time(), loss=1.0 / n, backward_calls=1, grad_norm=2.0,
+                                   lrs=[1e-3], step_seconds=0.01, batch_size=64, epoch=n // 1000 + 1,
+                                   layer_norms=layers if n % 10 == 0 else None))
+              for n in range(start, min(start + 1000, count + 1))]
+    sock.sendall(b"".join(frames))
+sock.close()
+"""
+
+
+def default_options() -> dict[str, Any]:
+    """The agent options of a plain ``tuidebug script.py``, with no post-mortem hold at the end."""
+    return {**agent_options(build_parser().parse_args([])), "post_mortem": False}
+
+
+class Worker:
+    """A workload process that runs one segment of steps per request: bare, or under the agent."""
+
+    def __init__(self, args: list[str], agent: bool, fifo: Path) -> None:
+        os.mkfifo(fifo)
+        self.args = [*args, "--control", str(fifo)]
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.session: Session | None = None
+        if agent:
+            self.session = Session(str(WORKLOAD), self.args)
+            self.session.subscribe(lambda kind, line: self.lines.put(line) if kind == "output" else None)
+            self.run = ChildRun(Target(str(WORKLOAD), self.args), self.session, default_options(), capture_output=True)
+            self.run.start()
+            self.process = self.run.process
+        else:
+            self.process = subprocess.Popen([sys.executable, str(WORKLOAD), *self.args], stdout=subprocess.PIPE,
+                                            text=True)
+            threading.Thread(target=lambda: [self.lines.put(line) for line in self.process.stdout], daemon=True).start()
+        self.control = self._open(fifo)
+
+    def _open(self, fifo: Path) -> IO[str]:
+        """The FIFO's writing end, once the workload (warmed up) opens it for reading."""
+        while True:
+            try:
+                descriptor = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as exc:
+                if exc.errno != errno.ENXIO or self.process.poll() is not None:
+                    raise SystemExit(f"bench: the workload {self.args} did not start: {exc}") from None
+                time.sleep(0.01)
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "w")
+
+    def segment(self) -> dict[str, Any]:
+        self.control.write("go\n")
+        self.control.flush()
+        return self._result()
+
+    def finish(self) -> dict[str, Any]:
+        """Close the FIFO; the workload prints its summary and exits."""
+        self.control.close()
+        summary = self._result()
+        if self.process.wait(60) != 0:
+            raise SystemExit(f"bench: the workload {self.args} exited with {self.process.returncode}")
+        if self.session is not None:
+            self.run.close()
+            summary["steps_received"] = self.session.step
+            summary["dropped"] = self.session.counters.dropped
+        return summary
+
+    def _result(self) -> dict[str, Any]:
+        while True:
+            try:
+                line = self.lines.get(timeout=120)
+            except queue.Empty:
+                raise SystemExit(f"bench: no answer from the workload {self.args}") from None
+            if line.startswith("{"):
+                return json.loads(line)
+
+
+def step_time(model: str, pairs: int, segments: int, segment_steps: int, warmup: int, scratch: Path) -> dict[str, Any]:
+    """Per process group: a bare, a second bare (the control) and an agent process take turns, one
+    segment each, in ABC CBA order. Two identical bare processes can differ by several percent for
+    the whole of their lives (memory placement), so the figure is the median over several groups."""
+    ratios, mean_ratios, controls, bare_ms, agent_ms = [], [], [], [], []
+    for group in range(pairs):
+        args = [model, "--warmup", str(warmup), "--segment-steps", str(segment_steps)]
+        workers = {name: Worker(args, agent=name == "agent", fifo=scratch / f"{model}-{group}-{name}")
+                   for name in ("bare", "control", "agent")}
+        figures: dict[str, list[dict[str, Any]]] = {name: [] for name in workers}
+        for index in range(segments):
+            for name in (list(workers) if index % 2 == 0 else list(reversed(workers))):
+                figures[name].append(workers[name].segment())
+        workers["bare"].finish()
+        workers["control"].finish()
+        received = workers["agent"].finish()["steps_received"]
+        if received != warmup + segments * segment_steps:
+            raise SystemExit(f"bench: {received} of {warmup + segments * segment_steps} steps reached the TUI side")
+
+        def ratio(name: str, key: str = "median_step") -> float:
+            return statistics.median(a[key] / b[key] for a, b in zip(figures[name], figures["bare"]))
+
+        ratios.append(ratio("agent"))
+        mean_ratios.append(ratio("agent", "mean_step"))
+        controls.append(ratio("control"))
+        bare_ms.append(statistics.median(f["median_step"] for f in figures["bare"]) * 1e3)
+        agent_ms.append(statistics.median(f["median_step"] for f in figures["agent"]) * 1e3)
+        print(f"  {model} group {group + 1}: agent / bare {ratios[-1]:.3f} (mean steps {mean_ratios[-1]:.3f}), "
+              f"control bare / bare {controls[-1]:.3f}", flush=True)
+    return {"ratio": statistics.median(ratios), "mean_ratio": statistics.median(mean_ratios),
+            "control": statistics.median(controls), "ratios": ratios, "controls": controls,
+            "bare_ms": statistics.median(bare_ms), "agent_ms": statistics.median(agent_ms)}
+
+
+def protocol_throughput(count: int) -> dict[str, Any]:
+    process = psutil.Process()
+    rss_before = process.memory_info().rss
+    session = Session("bench", [])
+    server = AgentServer(session)
+    server.start()
+    sender = subprocess.Popen([sys.executable, "-c", SENDER, server.address, server.token, str(count)],
+                              cwd=ROOT)
+    checkpoints: dict[int, int] = {}
+    start = None
+    try:
+        while session.step < count:
+            if sender.poll() not in (None, 0):
+                raise SystemExit(f"bench: the protocol sender failed with {sender.returncode}")
+            if start is None and session.step > 0:
+                start = time.perf_counter()
+            for mark in (count // 10, count // 2):
+                if mark not in checkpoints and session.step >= mark:
+                    checkpoints[mark] = process.memory_info().rss - rss_before
+            time.sleep(0.001 if start is None else 0.01)
+        seconds = time.perf_counter() - start
+        sender.wait(30)
+    finally:
+        sender.kill()
+        server.close()
+    return {
+        "messages": count, "seconds": seconds, "per_second": count / seconds,
+        "session_rss_mib": (process.memory_info().rss - rss_before) / MiB,
+        "session_rss_mib_at": {str(mark): rss / MiB for mark, rss in checkpoints.items()},
+        "recent_points": len(session.loss.recent), "coarse_points": len(session.loss.coarse.points),
+    }
+
+
+def run_to_end(args: list[str], agent: bool) -> dict[str, Any]:
+    """A workload run start to finish; its summary line."""
+    if not agent:
+        result = subprocess.run([sys.executable, str(WORKLOAD), *args], capture_output=True, text=True, timeout=600,
+                                check=True)
+        return json.loads(result.stdout.strip().splitlines()[-1])
+    session = Session(str(WORKLOAD), args)
+    run = ChildRun(Target(str(WORKLOAD), args), session, default_options(), capture_output=True)
+    run.start()
+    try:
+        code = run.wait(600)
+    finally:
+        run.close()
+    if code != 0:
+        raise SystemExit(f"bench: the workload under the agent exited with {code}: {list(session.output)[-5:]}")
+    summary = json.loads([line for line in session.output if line.startswith("{")][-1])
+    return {**summary, "steps_received": session.step, "dropped": session.counters.dropped}
+
+
+def agent_memory(steps: int, warmup: int) -> dict[str, Any]:
+    args = ["tiny", "--steps", str(steps), "--warmup", str(warmup)]
+    bare, agent = run_to_end(args, agent=False), run_to_end(args, agent=True)
+    per_thousand = 1000 / (steps - warmup) / MiB
+    return {
+        "steps": steps, "extra_rss_mib": (agent["rss_end"] - bare["rss_end"]) / MiB,
+        "bare_growth_mib_per_1000_steps": (bare["rss_end"] - bare["rss_warm"]) * per_thousand,
+        "agent_growth_mib_per_1000_steps": (agent["rss_end"] - agent["rss_warm"]) * per_thousand,
+        "agent_rss_mib": agent["rss_end"] / MiB, "bare_rss_mib": bare["rss_end"] / MiB,
+        "steps_received": agent["steps_received"], "dropped": agent["dropped"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", type=int, default=4, help="process groups per model (default 4)")
+    parser.add_argument("--segments", type=int, default=8, help="segments per process and group (default 8)")
+    parser.add_argument("--segment-steps", type=int, default=40)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--long-steps", type=int, default=30_000)
+    args = parser.parse_args()
+    began = time.perf_counter()
+    print(f"tuidebug bench on {platform.machine()} ({psutil.cpu_count()} CPUs), python {platform.python_version()}",
+          flush=True)
+
+    print(f"step time: {args.groups} groups of a bare, a control bare and an agent process per model, "
+          f"taking turns, {args.segments} segments of {args.segment_steps} steps each", flush=True)
+    with tempfile.TemporaryDirectory(prefix="tuidebug-bench-") as scratch:
+        steps = {model: step_time(model, args.groups, args.segments, args.segment_steps, args.warmup, Path(scratch))
+                 for model in ("cnn", "mlp")}
+    print(f"protocol: {args.messages:,} metric messages through the socket into a Session...", flush=True)
+    wire = protocol_throughput(args.messages)
+    print(f"agent memory: {args.long_steps:,} steps of a tiny model, bare and under the agent...", flush=True)
+    memory = agent_memory(args.long_steps, args.long_steps // 10)
+
+    print("\nresults")
+    for model, figures in steps.items():
+        print(f"  {model:4} step time ratio (agent / bare): {figures['ratio']:.3f}   (median step "
+              f"{figures['agent_ms']:.3f} ms vs {figures['bare_ms']:.3f} ms; mean-step ratio "
+              f"{figures['mean_ratio']:.3f}; groups {min(figures['ratios']):.3f}-{max(figures['ratios']):.3f}; "
+              f"control bare / bare {figures['control']:.3f})")
+    print(f"  protocol: {wire['per_second']:,.0f} metric messages/s sustained "
+          f"({wire['messages']:,} in {wire['seconds']:.1f} s)")
+    print(f"  TUI side after {wire['messages']:,} messages: +{wire['session_rss_mib']:.1f} MiB RSS "
+          f"(+{wire['session_rss_mib_at'].get(str(args.messages // 10), float('nan')):.1f} MiB after "
+          f"{args.messages // 10:,}); loss series keeps {wire['recent_points']:,} recent + "
+          f"{wire['coarse_points']:,} coarse points")
+    print(f"  agent: +{memory['extra_rss_mib']:.1f} MiB RSS over the bare run; growth after warm-up "
+          f"{memory['agent_growth_mib_per_1000_steps']:.4f} MiB per 1000 steps "
+          f"(bare {memory['bare_growth_mib_per_1000_steps']:.4f}); {memory['steps_received']:,} steps received, "
+          f"{memory['dropped']} dropped")
+    elapsed = time.perf_counter() - began
+    print(f"  bench took {elapsed:.0f} s")
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps({"step_time": steps, "protocol": wire, "agent_memory": memory,
+                                   "seconds": elapsed}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

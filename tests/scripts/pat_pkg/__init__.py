@@ -1,0 +1,1 @@
+"""A package whose module is run with ``python -m pat_pkg.train``."""

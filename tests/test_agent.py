@@ -1,0 +1,134 @@
+"""The agent in a real child process over the real socket: metrics, pause, step, breakpoints."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+
+from conftest import SCRIPTS, wait_for
+
+STEPS = SCRIPTS / "pat_steps.py"
+PRINTED = re.compile(r"^step (\d+) loss (\S+) weights (\S+)$")
+
+
+def printed(session) -> dict[int, tuple[float, float]]:
+    """The script's own lines: step -> (loss, checksum of the weights after the step)."""
+    with session.lock:
+        lines = list(session.output)
+    return {int(m[1]): (float(m[2]), float(m[3])) for m in map(PRINTED.match, lines) if m}
+
+
+def weights_now(run, session) -> float:
+    """Ask the script itself (its SIGUSR1 handler) for the checksum of the weights at this moment."""
+    before = len(session.output)
+    os.kill(run.process.pid, signal.SIGUSR1)
+    wait_for(lambda: any(line.startswith("weights now") for line in list(session.output)[before:]),
+             what="the script's answer to SIGUSR1")
+    line = next(line for line in list(session.output)[before:] if line.startswith("weights now"))
+    return float(line.split()[-1])
+
+
+def paused(session) -> bool:
+    return session.state == "paused"
+
+
+def test_every_step_arrives_with_the_loss_the_script_printed(start_run):
+    run, session = start_run(STEPS, "--steps", "30", post_mortem=False)
+    wait_for(lambda: session.ended, what="the script to end")
+
+    losses = {int(step): loss for step, loss in session.loss.recent}
+    assert losses == {step: loss for step, (loss, _) in printed(session).items()}
+    assert sorted(losses) == list(range(1, 31))
+    assert len(session.grad_norm) == 30 and all(norm > 0 for _, norm in session.grad_norm.recent)
+    assert session.last_step.batch_size == 8 and session.last_step.epoch == 4
+    assert session.last_step.lrs == [0.05]
+    assert session.exit_code == 0 and session.state == "finished"
+    assert session.counters.dropped == 0
+    assert [e.kind for e in session.events if e.kind in ("model", "optimizer", "script_end", "exit")] == [
+        "model", "optimizer", "script_end", "exit"]
+
+
+def test_pause_step_and_resume(start_run):
+    run, session = start_run(STEPS, "--steps", "3000", "--sleep", "0.01")
+    wait_for(lambda: session.step >= 3, what="the first steps")
+
+    run.command("pause")
+    wait_for(lambda: paused(session), what="the pause")
+    step = session.step
+    lines = len(session.output)
+    assert session.where in ("batch", "step_end")
+    time.sleep(0.5)
+    assert session.step == step and len(session.output) == lines and paused(session)
+
+    run.command("step")
+    wait_for(lambda: session.step == step + 1 and paused(session), what="one step, then the pause again")
+    assert session.reason == f"stepped to step {step + 1}"
+    time.sleep(0.3)
+    assert session.step == step + 1
+
+    run.command("resume")
+    wait_for(lambda: session.step >= step + 5 and session.state == "running", what="training to go on")
+
+
+def test_break_at_step_pauses_after_that_step(start_run):
+    run, session = start_run(STEPS, "--steps", "12", break_at=5, post_mortem=False)
+    wait_for(lambda: paused(session), what="the break at step 5")
+
+    assert session.step == 5 and session.reason == "break at step 5" and session.where == "step_end"
+    checksum_after_step_5 = weights_now(run, session)
+    time.sleep(0.3)
+    assert session.step == 5 and max(printed(session)) == 4  # paused inside step 5's optimizer.step()
+
+    run.command("resume")
+    wait_for(lambda: session.ended, what="the script to end")
+    assert printed(session)[5][1] == checksum_after_step_5
+    assert session.step == 12 and session.exit_code == 0
+
+
+def test_break_on_nan_loss_pauses_before_backward(start_run):
+    run, session = start_run(STEPS, "--steps", "8", "--nan-at", "6", "--nan-in", "loss", post_mortem=False)
+    wait_for(lambda: paused(session), what="the break on the NaN loss")
+
+    assert session.reason == "non-finite loss before backward" and session.where == "backward"
+    assert session.step == 5
+    assert weights_now(run, session) == printed(session)[5][1]
+    assert any(e.kind == "nonfinite_loss" for e in session.events)
+
+    run.command("resume")
+    wait_for(lambda: session.ended, what="the script to end")
+    assert session.step == 8 and session.exit_code == 0
+
+
+def test_break_on_nan_gradient_pauses_before_the_weights_change(start_run):
+    run, session = start_run(STEPS, "--steps", "8", "--nan-at", "6", "--nan-in", "grad", post_mortem=False)
+    wait_for(lambda: paused(session), what="the break on the NaN gradient")
+
+    assert session.reason == "non-finite gradient before the optimizer step" and session.where == "before_step"
+    assert session.step == 5
+    assert weights_now(run, session) == printed(session)[5][1]  # NaN gradients, untouched weights
+
+    run.command("resume")
+    wait_for(lambda: session.ended, what="the script to end")
+    after = printed(session)
+    assert str(after[6][1]) == "nan"  # the script's own step then spoils the weights
+    assert session.step == 8 and session.counters.nonfinite_grad >= 1
+
+
+def test_without_break_on_nan_the_run_goes_through(start_run):
+    run, session = start_run(STEPS, "--steps", "8", "--nan-at", "3", break_on_nan=False, post_mortem=False)
+    wait_for(lambda: session.ended, what="the script to end")
+
+    assert session.step == 8 and session.exit_code == 0
+    assert session.counters.first_nonfinite_step == 3
+
+
+def test_the_run_goes_on_when_the_tui_goes_away(start_run):
+    run, session = start_run(STEPS, "--steps", "40", "--sleep", "0.02", post_mortem=False)
+    wait_for(lambda: session.step >= 2, what="the first steps")
+
+    run.server.close()
+
+    assert run.wait(30) == 0
+    assert max(printed(session)) == 40
