@@ -5,8 +5,8 @@
    TUI's default settings (a real child process, a real socket, this process as the TUI side).
    After warm-up they take turns, one segment of steps each, so that all see the same load on the
    machine. Reported: the median over groups of the median over segments of (agent median step
-   time / bare median step time); the same for mean step times; and the control's ratio, the
-   noise floor.
+   time / mean of the two bare median step times); the same for mean step times; and the
+   control's ratio to the first bare process, the noise floor.
 2. Protocol: 10^6 metric messages from a separate sender process through the real socket into a
    real ``Session``: the messages per second the TUI side takes in, and its memory afterwards.
 3. Agent memory: a long run of a tiny model, bare and under the agent: the agent's extra RSS, and
@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = Path(__file__).resolve().parent / "workload.py"
 RESULTS = ROOT / ".bench" / "latest.json"
 MiB = 1024 * 1024
+GROUPS = {"cnn": 5, "mlp": 3}  # the CNN's step time varies more from process to process
 
 # The sender: an agent-like peer that handshakes and streams Step frames as fast as it can encode them.
 SENDER = """
@@ -133,8 +134,9 @@ class Worker:
 
 def step_time(model: str, pairs: int, segments: int, segment_steps: int, warmup: int, scratch: Path) -> dict[str, Any]:
     """Per process group: a bare, a second bare (the control) and an agent process take turns, one
-    segment each, in ABC CBA order. Two identical bare processes can differ by several percent for
-    the whole of their lives (memory placement), so the figure is the median over several groups."""
+    segment each, in ABC CBA order; the agent is compared with the mean of the two bare processes.
+    Two identical bare processes can differ by several percent for the whole of their lives (memory
+    placement, most on the CNN), so the figure is the median over several groups."""
     ratios, mean_ratios, controls, bare_ms, agent_ms = [], [], [], [], []
     for group in range(pairs):
         args = [model, "--warmup", str(warmup), "--segment-steps", str(segment_steps)]
@@ -150,13 +152,15 @@ def step_time(model: str, pairs: int, segments: int, segment_steps: int, warmup:
         if received != warmup + segments * segment_steps:
             raise SystemExit(f"bench: {received} of {warmup + segments * segment_steps} steps reached the TUI side")
 
-        def ratio(name: str, key: str = "median_step") -> float:
-            return statistics.median(a[key] / b[key] for a, b in zip(figures[name], figures["bare"]))
+        def ratio(name: str, key: str = "median_step", bare: tuple[str, ...] = ("bare", "control")) -> float:
+            """Segment by segment: the process's step time over the mean of the bare ones'."""
+            return statistics.median(
+                a[key] / statistics.mean(figures[b][index][key] for b in bare) for index, a in enumerate(figures[name]))
 
         ratios.append(ratio("agent"))
         mean_ratios.append(ratio("agent", "mean_step"))
-        controls.append(ratio("control"))
-        bare_ms.append(statistics.median(f["median_step"] for f in figures["bare"]) * 1e3)
+        controls.append(ratio("control", bare=("bare",)))
+        bare_ms.append(statistics.median(f["median_step"] for f in figures["bare"] + figures["control"]) * 1e3)
         agent_ms.append(statistics.median(f["median_step"] for f in figures["agent"]) * 1e3)
         print(f"  {model} group {group + 1}: agent / bare {ratios[-1]:.3f} (mean steps {mean_ratios[-1]:.3f}), "
               f"control bare / bare {controls[-1]:.3f}", flush=True)
@@ -232,22 +236,24 @@ def agent_memory(steps: int, warmup: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--groups", type=int, default=4, help="process groups per model (default 4)")
+    parser.add_argument("--groups", type=int, help="process groups per model (default: CNN 5, MLP 3)")
     parser.add_argument("--segments", type=int, default=8, help="segments per process and group (default 8)")
     parser.add_argument("--segment-steps", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--messages", type=int, default=1_000_000)
-    parser.add_argument("--long-steps", type=int, default=30_000)
+    parser.add_argument("--long-steps", type=int, default=20_000)
     args = parser.parse_args()
     began = time.perf_counter()
     print(f"tuidebug bench on {platform.machine()} ({psutil.cpu_count()} CPUs), python {platform.python_version()}",
           flush=True)
 
-    print(f"step time: {args.groups} groups of a bare, a control bare and an agent process per model, "
-          f"taking turns, {args.segments} segments of {args.segment_steps} steps each", flush=True)
+    groups = {model: args.groups or default for model, default in GROUPS.items()}
+    print(f"step time: groups of a bare, a control bare and an agent process ({groups['cnn']} for the CNN, "
+          f"{groups['mlp']} for the MLP), taking turns, {args.segments} segments of {args.segment_steps} steps each",
+          flush=True)
     with tempfile.TemporaryDirectory(prefix="tuidebug-bench-") as scratch:
-        steps = {model: step_time(model, args.groups, args.segments, args.segment_steps, args.warmup, Path(scratch))
-                 for model in ("cnn", "mlp")}
+        steps = {model: step_time(model, count, args.segments, args.segment_steps, args.warmup, Path(scratch))
+                 for model, count in groups.items()}
     print(f"protocol: {args.messages:,} metric messages through the socket into a Session...", flush=True)
     wire = protocol_throughput(args.messages)
     print(f"agent memory: {args.long_steps:,} steps of a tiny model, bare and under the agent...", flush=True)
