@@ -75,10 +75,10 @@ def _start(agent: Agent) -> tuple[Snapshot, int, list[Any]]:
     recent = [c.batch for c in (failure.recent if failure else list(agent.batches))]
     if not recent:
         raise BundleError("no batch captured: the script has not used a DataLoader")
-    if failure is not None:
-        for step, snapshot in agent.checkpoints:
-            if step < failure.step:
-                return snapshot, min(failure.step - step, 40), recent
+    checkpoint = agent.checkpoint_before_failure() if failure is not None else None
+    if checkpoint is not None:
+        _, snapshot, steps_before = checkpoint
+        return snapshot, steps_before, recent
     snapshot = agent.probes.snapshot or agent.take_snapshot()
     return snapshot, 1, recent[-1:]
 

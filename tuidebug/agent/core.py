@@ -22,13 +22,15 @@ import torch
 
 from tuidebug.agent.client import AgentClient
 from tuidebug.agent.control import Control
-from tuidebug.agent.gradients import parameters_with_grad, per_parameter_norms, total_norm
+from tuidebug.agent.gradients import parameters_with_grad, per_parameter_norms, total_norm_now, total_of
 from tuidebug.agent.probing import ProbeRuntime
 from tuidebug.agent.snapshot import Snapshot
 from tuidebug.protocol import Event, Step
 
 MAX_LOSSES_PER_STEP = 256
 HISTORY_STEPS = 512
+MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss the climb to it
+CHECKPOINT_BUDGET = 0.005  # of the step time; the interval stays within [every, 2 * every] steps
 
 # The agent of this process, for ``tuidebug.watch``; None when not running under tuidebug.
 CURRENT: Agent | None = None
@@ -42,7 +44,7 @@ class AgentConfig:
     stop_on_disconnect: bool = False
     norm_stride: int = 10
     keep_batches: int = 4
-    checkpoint_every: int = 20
+    checkpoint_every: int = 25
     checkpoint_max_params: int = 50_000_000
     replay: str | None = None  # a reproduction bundle to re-run once the model and optimizer are seen
 
@@ -87,6 +89,7 @@ class Failure:
     step: int
     reason: str
     recent: list[Captured]
+    trials: dict[tuple, Any] = field(default_factory=dict)  # replays already run, shared by the probes
 
 
 @dataclass
@@ -96,7 +99,7 @@ class PendingStep:
     step: int
     time: float
     losses: list[torch.Tensor]
-    norms: list[torch.Tensor]
+    norms: list[torch.Tensor]  # every parameter's gradient norm, of every optimizer that stepped
     lrs: list[Any]
     step_seconds: float | None
     batch_size: int | None
@@ -104,7 +107,7 @@ class PendingStep:
     cuda_allocated: int | None
     skipped: bool
     layer_names: list[str] | None = None
-    layer_norms: torch.Tensor | None = None
+    layer_norms: list[torch.Tensor] | None = None
     backward_calls: int = 0
     ready: Any = None  # a CUDA event when any tensor lives on a GPU
 
@@ -115,6 +118,8 @@ class Agent:
         self.client = client
         self.pid = os.getpid()
         self.thread_id = threading.get_ident()
+        self._forked = False  # a forked child keeps the parent thread's ident: say it is not the agent
+        os.register_at_fork(after_in_child=self._mark_forked)
         self.control = Control(self)
         self.probes = ProbeRuntime(self)
         self.script_running = True
@@ -127,11 +132,12 @@ class Agent:
         self.failure: Failure | None = None
         self.checkpoints: collections.deque[tuple[int, Snapshot]] = collections.deque(maxlen=2)
         self._checkpoint_numel: int | None = None
+        self._next_checkpoint = 1
         self._primary: weakref.ref | None = None
         self._losses: list[torch.Tensor] = []
         self._backward_calls = 0
         self._norms: list[torch.Tensor] = []
-        self._layer: tuple[list[str], torch.Tensor] | None = None
+        self._layer: tuple[list[str], list[torch.Tensor]] | None = None
         self._stepped = False
         self._last_step_end: float | None = None  # the first step has no duration of its own
         self._batch_size: int | None = None
@@ -142,7 +148,10 @@ class Agent:
 
     def active(self) -> bool:
         """Hooks do nothing outside the training process's main thread (forked workers, DataParallel)."""
-        return os.getpid() == self.pid and threading.get_ident() == self.thread_id
+        return threading.get_ident() == self.thread_id and not self._forked
+
+    def _mark_forked(self) -> None:
+        self._forked = True
 
     def send(self, message: Any) -> None:
         if self.client is not None:
@@ -231,6 +240,17 @@ class Agent:
     def on_loader(self, loader: Any) -> None:
         self.loaders[id(loader)] = weakref.ref(loader)
 
+    def checkpoint_before_failure(self) -> tuple[int, Snapshot, int] | None:
+        """(step, snapshot, steps from it to the failure) of the latest checkpoint at least
+        MIN_REPLAY_STEPS before the failure, or the oldest one before it."""
+        failing_step = self.failure.step if self.failure else self.step + 1
+        before = [(step, snap) for step, snap in self.checkpoints if step < failing_step]
+        if not before:
+            return None
+        far_enough = [c for c in before if failing_step - c[0] >= MIN_REPLAY_STEPS]
+        step, snapshot = far_enough[-1] if far_enough else before[0]
+        return step, snapshot, failing_step - step
+
     def remember_failure(self, reason: str) -> None:
         if self.failure is None:
             self.failure = Failure(self.step + 1, reason, list(self.batches))
@@ -255,8 +275,9 @@ class Agent:
             self._losses = [torch.stack([t.reshape(()) for t in self._losses]).sum()]
         self._losses.append(loss)
         self._backward_calls += 1
-        if self.config.break_on_nan and not bool(torch.isfinite(loss).all()):
-            self.event("nonfinite_loss", f"non-finite loss ({float(loss):g}) before backward")
+        value = loss.item() if self.config.break_on_nan else 0.0  # one host sync, only while armed
+        if not math.isfinite(value):
+            self.event("nonfinite_loss", f"non-finite loss ({value:g}) before backward")
             self.control.break_on_nonfinite("non-finite loss before backward", "backward")
         else:
             self.control.safe_point("backward")
@@ -278,15 +299,16 @@ class Agent:
         self._stepped = True
         params = parameters_with_grad(optimizer)
         norms = per_parameter_norms(params)
-        if norms is None:
+        if not norms:
             return
-        total = total_norm(norms)
-        self._norms.append(total)
+        self._norms.extend(norms)
         if self._wants_layers() and optimizer is self._primary():
             self._layer = ([self._param_name(p, i) for i, p in enumerate(params)], norms)
-        if self.config.break_on_nan and not bool(torch.isfinite(total)):
-            self.event("nonfinite_grad", f"non-finite gradient norm ({float(total):g}) before optimizer step")
-            self.control.break_on_nonfinite("non-finite gradient before the optimizer step", "before_step")
+        if self.config.break_on_nan:
+            total = total_norm_now(norms)
+            if not math.isfinite(total):
+                self.event("nonfinite_grad", f"non-finite gradient norm ({total:g}) before optimizer step")
+                self.control.break_on_nonfinite("non-finite gradient before the optimizer step", "before_step")
 
     def after_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self.probes.replaying:
@@ -334,19 +356,25 @@ class Agent:
         self._last_step_end = now
         if self.client is not None:
             self.client.send_metric(record)
-        self._maybe_checkpoint()
+        self._maybe_checkpoint(record.step_seconds)
         self.control.after_step(self.step)
 
-    def _maybe_checkpoint(self) -> None:
+    def _maybe_checkpoint(self, step_seconds: float | None) -> None:
         """While break-on-NaN is armed, keep a recent host copy of the state, so that the NaN probes
-        can replay the steps that led to a failure at other rates or with clipping."""
+        can replay the steps that led to a failure at other rates or with clipping. The interval
+        stretches so that copying costs at most CHECKPOINT_BUDGET of the training time."""
         every = self.config.checkpoint_every
-        if not self.config.break_on_nan or every <= 0 or (self.step != 1 and self.step % every):
+        if not self.config.break_on_nan or every <= 0 or self.step < self._next_checkpoint:
             return
         if self._checkpoint_numel is None:
             self._checkpoint_numel = sum(p.numel() for m in self.observed.models for p in m.parameters())
-        if self._checkpoint_numel <= self.config.checkpoint_max_params:
-            self.checkpoints.append((self.step, self.take_snapshot()))
+        if self._checkpoint_numel > self.config.checkpoint_max_params:
+            return
+        started = time.perf_counter()
+        self.checkpoints.append((self.step, self.take_snapshot()))
+        cost = time.perf_counter() - started
+        budget_steps = cost / (CHECKPOINT_BUDGET * step_seconds) if step_seconds else every
+        self._next_checkpoint = self.step + min(2 * every, max(every, math.ceil(budget_steps)))
 
     def _wants_layers(self) -> bool:
         stride = self.config.norm_stride
@@ -389,11 +417,11 @@ def to_step(record: PendingStep) -> Step:
     step = Step(
         step=record.step, time=record.time, backward_calls=record.backward_calls,
         loss=sum(losses) / record.backward_calls if losses else None,
-        grad_norm=math.sqrt(sum(n * n for n in norms)) if norms else None,
+        grad_norm=total_of(norms) if norms else None,
         lrs=[float(lr) for lr in record.lrs if lr is not None],
         step_seconds=record.step_seconds, batch_size=record.batch_size, epoch=record.epoch,
         cuda_allocated=record.cuda_allocated, skipped=record.skipped,
     )
     if record.layer_norms is not None:
-        step.layer_norms = dict(zip(record.layer_names, record.layer_norms.tolist()))
+        step.layer_norms = dict(zip(record.layer_names, (float(t) for t in record.layer_norms)))
     return step

@@ -1,13 +1,14 @@
-"""Gradient norms of an optimizer's parameters, fused and without a host sync.
+"""Gradient norms of an optimizer's parameters: one fused op on the training thread, no host sync.
 
-The same grouping as ``torch.nn.utils.clip_grad_norm_``: one ``_foreach_norm`` per (device, dtype)
-group. The results stay tensors on their device; the agent's writer thread reads them later.
-A non-finite total norm is the NaN/Inf flag for the gradients: no separate ``isfinite`` pass.
+``torch._foreach_norm`` gives every parameter's gradient norm in one call (falling back to a loop
+by itself when the gradients span devices or dtypes). The results stay tensors on their devices;
+the agent's writer thread reads them and sums the squares later. A non-finite total is the NaN/Inf
+flag for the gradients: no separate ``isfinite`` pass over them.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
 
 import torch
 
@@ -19,25 +20,24 @@ def parameters_with_grad(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]
     ]
 
 
-def per_parameter_norms(params: list[torch.Tensor]) -> torch.Tensor | None:
-    """The 2-norm of each parameter's gradient, in order, as one float32 tensor on the first device."""
+def per_parameter_norms(params: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The 2-norm of each parameter's gradient, in order, as 0-dim tensors on their devices."""
     if not params:
-        return None
-    groups: dict[tuple[torch.device, torch.dtype], list[int]] = defaultdict(list)
-    for index, p in enumerate(params):
-        groups[(p.grad.device, p.grad.dtype)].append(index)
-    first_device = params[0].grad.device
-    if len(groups) == 1:
-        with torch.no_grad():
-            return torch.stack(torch._foreach_norm([p.grad for p in params])).float()
-    norms = torch.empty(len(params), dtype=torch.float32, device=first_device)
+        return []
     with torch.no_grad():
-        for indices in groups.values():
-            values = torch._foreach_norm([params[i].grad for i in indices])
-            stacked = torch.stack(values).to(device=first_device, dtype=torch.float32)
-            norms[torch.tensor(indices, device=first_device)] = stacked
-    return norms
+        return list(torch._foreach_norm([p.grad for p in params]))
 
 
-def total_norm(norms: torch.Tensor) -> torch.Tensor:
-    return torch.linalg.vector_norm(norms)
+def total_of(values: list[float]) -> float:
+    return math.sqrt(sum(v * v for v in values))
+
+
+def total_norm_now(norms: list[torch.Tensor]) -> float:
+    """The total norm as a number, at once (one host sync per device): for break-on-NaN only."""
+    if all(norm.device.type == "cpu" for norm in norms):  # reading a CPU scalar costs less than an op
+        return total_of([norm.item() for norm in norms])
+    by_device: dict[torch.device, list[torch.Tensor]] = {}
+    for norm in norms:
+        by_device.setdefault(norm.device, []).append(norm)
+    squares = [float(torch.linalg.vector_norm(torch.stack(group).float())) ** 2 for group in by_device.values()]
+    return math.sqrt(sum(squares))

@@ -14,7 +14,6 @@ from typing import Any
 from tuidebug.agent.trainers import Adjust
 from tuidebug.probes import ProbeContext
 
-MAX_TRIAL_STEPS = 40
 GROWTH = 100.0
 
 
@@ -53,17 +52,29 @@ class Trial:
 
 
 def start_point(ctx: ProbeContext) -> Start:
-    """The oldest rolling checkpoint taken before the failure, else the state at the break."""
-    agent = ctx.agent
-    failing_step = agent.failure.step if agent.failure else agent.step + 1
-    for step, snapshot in agent.checkpoints:
-        if step < failing_step:
-            return Start(snapshot, min(failing_step - step, MAX_TRIAL_STEPS), f"the checkpoint of step {step}")
-    return Start(ctx.runtime.snapshot, 1, "the state at the break")
+    """The latest rolling checkpoint at least a few steps before the failure (the replay must cover the
+    climb to it), else the state at the break."""
+    checkpoint = ctx.agent.checkpoint_before_failure()
+    if checkpoint is None:
+        return Start(ctx.runtime.snapshot, 1, "the state at the break")
+    step, snapshot, steps_before = checkpoint
+    return Start(snapshot, steps_before, f"the checkpoint of step {step}")
 
 
 def run_trial(ctx: ProbeContext, start: Start, adjust: Adjust) -> Trial:
-    """Replay ``start.steps_before`` steps on the recent batches (cycled) with ``adjust``."""
+    """Replay ``start.steps_before`` steps on the recent batches (cycled) with ``adjust``. The same
+    replay is run once per failure: the probes share it (each borrows the script's loop)."""
+    failure = ctx.agent.failure
+    key = (id(start.snapshot), start.steps_before, adjust.lr_scale, adjust.clip)
+    if failure is not None and key in failure.trials:
+        return failure.trials[key]
+    trial = _replay(ctx, start, adjust)
+    if failure is not None and not ctx.cancelled():
+        failure.trials[key] = trial
+    return trial
+
+
+def _replay(ctx: ProbeContext, start: Start, adjust: Adjust) -> Trial:
     trainer = ctx.trainer
     batches = trainer.recent_batches() or [trainer.prepare()]
     trainer.reset(start.snapshot)
