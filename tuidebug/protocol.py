@@ -212,7 +212,10 @@ def decode_payload(payload: bytes) -> Message:
         raise ProtocolError(f"undecodable frame: {exc}") from None
     if not isinstance(body, dict):
         raise ProtocolError("frame is not a map")
-    cls = MESSAGE_TYPES.get(body.pop("t", None))
+    if not all(isinstance(key, str) for key in body):
+        raise ProtocolError("frame has a key that is not a string")
+    kind = body.pop("t", None)
+    cls = MESSAGE_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise ProtocolError("frame has no known message type")
     fields = _FIELDS[cls]
@@ -229,25 +232,34 @@ def decode_payload(payload: bytes) -> Message:
 
 
 class FrameDecoder:
-    """Splits a byte stream into messages. Once it raises, the stream cannot be resynchronised."""
+    """Splits a byte stream into messages. Once it fails, the stream cannot be resynchronised: the
+    messages decoded before a bad frame are returned, and the error is raised by the next call."""
 
     def __init__(self, max_frame: int = MAX_FRAME_BYTES) -> None:
         self._buffer = bytearray()
         self._max_frame = max_frame
+        self._error: ProtocolError | None = None
 
     def feed(self, data: bytes) -> list[Message]:
+        if self._error is not None:
+            raise self._error
         self._buffer += data
-        messages = []
-        while len(self._buffer) >= HEADER.size:
-            (length,) = HEADER.unpack_from(self._buffer)
-            if length > self._max_frame:
-                raise ProtocolError(f"frame of {length} bytes exceeds the {self._max_frame}-byte limit")
-            end = HEADER.size + length
-            if len(self._buffer) < end:
-                break
-            payload = bytes(self._buffer[HEADER.size : end])
-            del self._buffer[:end]
-            messages.append(decode_payload(payload))
+        messages: list[Message] = []
+        try:
+            while len(self._buffer) >= HEADER.size:
+                (length,) = HEADER.unpack_from(self._buffer)
+                if length > self._max_frame:
+                    raise ProtocolError(f"frame of {length} bytes exceeds the {self._max_frame}-byte limit")
+                end = HEADER.size + length
+                if len(self._buffer) < end:
+                    break
+                payload = bytes(self._buffer[HEADER.size : end])
+                del self._buffer[:end]
+                messages.append(decode_payload(payload))
+        except ProtocolError as exc:
+            self._error = exc
+            if not messages:
+                raise
         return messages
 
 

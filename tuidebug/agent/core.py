@@ -186,14 +186,17 @@ class Agent:
         self.observed.output = weakref.ref(output) if isinstance(output, torch.Tensor) else None
 
     def _new_model(self, module: torch.nn.Module) -> None:
+        """A model seen for the first time is announced and named; several models (a GAN) take turns
+        as the current one at no cost."""
         seen = self.observed
         if module not in seen.models:
             seen.models.append(module)
+            self._checkpoint_numel = None
             count = sum(p.numel() for p in module.parameters())
             self.event("model", f"{type(module).__name__} with {count:,} parameters")
+            self._param_names.update({id(p): name for name, p in module.named_parameters()})
             self.on_new_model(module)
         seen.model = module
-        self._param_names = {id(p): name for name, p in module.named_parameters()}
 
     def on_new_model(self, module: torch.nn.Module) -> None:
         """Set by the hooks: watch the model's own calls (with kwargs) from now on."""
