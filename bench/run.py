@@ -11,6 +11,10 @@
    real ``Session``: the messages per second the TUI side takes in, and its memory afterwards.
 3. Agent memory: a long run of a tiny model, bare and under the agent: the agent's extra RSS, and
    how much each grows per 1000 steps after warm-up.
+4. First frame: a fresh process from its first line to the dashboard's first frame (Textual's
+   headless driver), the child not yet started.
+5. Time to verdict: ``tuidebug diagnose`` on each bundled example, median of a few runs, next to
+   the time the bare script takes.
 
 This process never imports torch, like the TUI. Results are also written to .bench/latest.json.
 """
@@ -234,6 +238,63 @@ def agent_memory(steps: int, warmup: int) -> dict[str, Any]:
     }
 
 
+FIRST_FRAME = """
+import time
+began = time.perf_counter()
+import asyncio
+from tuidebug.app import TuidebugApp
+from tuidebug.launcher import ChildRun, Target
+from tuidebug.session import Session
+target = Target(sys.argv[1], [])
+app = TuidebugApp(ChildRun(target, Session(target.name, []), {}, capture_output=True))
+async def first_frame():
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        print(time.perf_counter() - began)
+        app.child.close()
+        app.exit()
+asyncio.run(first_frame())
+"""
+VERDICT_EXAMPLES = [
+    ("nan_after_warmup.py", ["--sleep", "0"]), ("nan_inputs.py", []), ("nan_log_zero.py", []),
+    ("nan_divide_by_zero.py", []), ("nan_rnn_explode.py", []), ("no_grad_reaches_weights.py", []),
+    ("healthy_mlp.py", ["--epochs", "3"]),
+]
+
+
+def first_frame(runs: int) -> list[float]:
+    """Seconds from a fresh process's first line to the dashboard's first frame."""
+    script = ROOT / "assets" / "examples" / "healthy_mlp.py"
+    return [float(subprocess.run([sys.executable, "-c", "import sys\n" + FIRST_FRAME, str(script)],
+                                 capture_output=True, text=True, timeout=120, check=True).stdout.split()[-1])
+            for _ in range(runs)]
+
+
+def timed(command: list[str], cwd: str) -> tuple[float, str]:
+    began = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd)
+    return time.perf_counter() - began, result.stdout
+
+
+def time_to_verdict(runs: int) -> dict[str, dict[str, Any]]:
+    """Median wall time of ``tuidebug diagnose`` per example, and of the bare script."""
+    figures = {}
+    for name, args in VERDICT_EXAMPLES:
+        script = str(ROOT / "assets" / "examples" / name)
+        with tempfile.TemporaryDirectory(prefix="tuidebug-bench-") as scratch:
+            bare = [timed([sys.executable, script, *args], scratch)[0] for _ in range(runs)]
+            diagnosed = []
+            for _ in range(runs):
+                seconds, _ = timed([sys.executable, "-m", "tuidebug", "diagnose", "--json", "report.json", script,
+                                    *args], scratch)
+                diagnosed.append(seconds)
+            report = json.loads((Path(scratch) / "report.json").read_text())
+        figures[name] = {"verdict": f"{report['failure_class']}/{report['cause']}",
+                         "diagnose_s": statistics.median(diagnosed), "bare_s": statistics.median(bare)}
+        print(f"  {name}: {figures[name]['verdict']} in {figures[name]['diagnose_s']:.1f} s", flush=True)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", type=int, help="process groups per model (default: CNN 5, MLP 3)")
@@ -242,6 +303,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--long-steps", type=int, default=20_000)
+    parser.add_argument("--verdict-runs", type=int, default=3, help="diagnose runs per example (default 3)")
     args = parser.parse_args()
     began = time.perf_counter()
     print(f"tuidebug bench on {platform.machine()} ({psutil.cpu_count()} CPUs), python {platform.python_version()}",
@@ -258,6 +320,10 @@ def main() -> None:
     wire = protocol_throughput(args.messages)
     print(f"agent memory: {args.long_steps:,} steps of a tiny model, bare and under the agent...", flush=True)
     memory = agent_memory(args.long_steps, args.long_steps // 10)
+    print("first frame: 5 fresh processes...", flush=True)
+    frames = first_frame(5)
+    print(f"time to verdict: tuidebug diagnose on each example, {args.verdict_runs} runs...", flush=True)
+    verdicts = time_to_verdict(args.verdict_runs)
 
     print("\nresults")
     for model, figures in steps.items():
@@ -275,11 +341,16 @@ def main() -> None:
           f"{memory['agent_growth_mib_per_1000_steps']:.4f} MiB per 1000 steps "
           f"(bare {memory['bare_growth_mib_per_1000_steps']:.4f}); {memory['steps_received']:,} steps received, "
           f"{memory['dropped']} dropped")
+    print(f"  first frame: median {statistics.median(frames):.2f} s (runs {', '.join(f'{f:.2f}' for f in frames)})")
+    for name, figures in verdicts.items():
+        print(f"  time to verdict {name}: {figures['diagnose_s']:.1f} s ({figures['verdict']}); "
+              f"bare script {figures['bare_s']:.1f} s")
     elapsed = time.perf_counter() - began
     print(f"  bench took {elapsed:.0f} s")
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps({"step_time": steps, "protocol": wire, "agent_memory": memory,
-                                   "seconds": elapsed}, indent=2))
+                                   "first_frame_s": frames, "time_to_verdict": verdicts, "seconds": elapsed},
+                                  indent=2))
 
 
 if __name__ == "__main__":
