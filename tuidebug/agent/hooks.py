@@ -82,58 +82,46 @@ def _install_module_hooks(agent: Agent) -> Callable[[], None]:
 
 def _install_dataloader_hooks(agent: Agent) -> Callable[[], None]:
     """Every batch a DataLoader yields, single- or multi-process, and the epoch it belongs to."""
-    original_next = _BaseDataLoaderIter.__next__
-    original_iter = DataLoader.__iter__
     epochs: dict[int, int] = {}
 
-    @functools.wraps(original_iter)
-    def loader_iter(self: DataLoader) -> Any:
-        iterator = original_iter(self)
-        epochs[id(self)] = epochs.get(id(self), 0) + 1
-        iterator._tuidebug_epoch = epochs[id(self)]
-        iterator._tuidebug_loader = id(self)
-        if agent.active():
-            agent.on_loader(self)
-        return iterator
+    def wrap_iter(original: Callable) -> Callable:
+        def loader_iter(self: DataLoader) -> Any:
+            iterator = original(self)
+            epochs[id(self)] = epochs.get(id(self), 0) + 1
+            iterator._tuidebug_epoch = epochs[id(self)]
+            iterator._tuidebug_loader = id(self)
+            if agent.active():
+                agent.on_loader(self)
+            return iterator
+        return loader_iter
 
-    @functools.wraps(original_next)
-    def next_batch(self: _BaseDataLoaderIter) -> Any:
-        if not agent.active():
-            return original_next(self)
-        source = getattr(self, "_tuidebug_loader", id(self))
-        return agent.on_batch(lambda: original_next(self), getattr(self, "_tuidebug_epoch", None), source)
+    def wrap_next(original: Callable) -> Callable:
+        def next_batch(self: _BaseDataLoaderIter) -> Any:
+            if not agent.active():
+                return original(self)
+            source = getattr(self, "_tuidebug_loader", id(self))
+            return agent.on_batch(lambda: original(self), getattr(self, "_tuidebug_epoch", None), source)
+        return next_batch
 
-    DataLoader.__iter__ = loader_iter
-    _BaseDataLoaderIter.__next__ = next_batch
-
-    def remove() -> None:
-        DataLoader.__iter__ = original_iter
-        _BaseDataLoaderIter.__next__ = original_next
-
-    return remove
+    return _undo_all(_replace(DataLoader, "__iter__", wrap_iter), _replace(_BaseDataLoaderIter, "__next__", wrap_next))
 
 
 def _install_backward_hook(agent: Agent) -> Callable[[], None]:
     """``Tensor.backward`` looks ``torch.autograd.backward`` up at call time: one wrapper sees both."""
-    original = torch.autograd.backward
     depth = [0]
 
-    @functools.wraps(original)
-    def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-        if depth[0] == 0 and isinstance(tensors, torch.Tensor) and tensors.numel() == 1 and agent.active():
-            agent.on_backward(tensors)
-        depth[0] += 1  # reentrant checkpointing calls backward inside backward
-        try:
-            return original(tensors, *args, **kwargs)
-        finally:
-            depth[0] -= 1
+    def wrap(original: Callable) -> Callable:
+        def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+            if depth[0] == 0 and isinstance(tensors, torch.Tensor) and tensors.numel() == 1 and agent.active():
+                agent.on_backward(tensors)
+            depth[0] += 1  # reentrant checkpointing calls backward inside backward
+            try:
+                return original(tensors, *args, **kwargs)
+            finally:
+                depth[0] -= 1
+        return backward
 
-    torch.autograd.backward = backward
-
-    def remove() -> None:
-        torch.autograd.backward = original
-
-    return remove
+    return _replace(torch.autograd, "backward", wrap)
 
 
 def _install_optimizer_hooks(agent: Agent) -> Callable[[], None]:
@@ -154,35 +142,28 @@ def _install_optimizer_hooks(agent: Agent) -> Callable[[], None]:
 
 def _install_grad_scaler_hooks(agent: Agent) -> Callable[[], None]:
     """The raw loss behind ``scaler.scale(loss)``, and steps the scaler skips on inf/NaN."""
-    scaler_class = torch.amp.GradScaler
-    original_scale = scaler_class.scale
-    original_step = scaler_class.step
 
-    @functools.wraps(original_scale)
-    def scale(self: Any, outputs: Any) -> Any:
-        scaled = original_scale(self, outputs)
-        if isinstance(outputs, torch.Tensor) and outputs.numel() == 1 and agent.active():
-            agent.on_scaled_loss(self, outputs, scaled)
-        return scaled
+    def wrap_scale(original: Callable) -> Callable:
+        def scale(self: Any, outputs: Any) -> Any:
+            scaled = original(self, outputs)
+            if isinstance(outputs, torch.Tensor) and outputs.numel() == 1 and agent.active():
+                agent.on_scaled_loss(self, outputs, scaled)
+            return scaled
+        return scale
 
-    @functools.wraps(original_step)
-    def step(self: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
-        if not agent.active():
-            return original_step(self, optimizer, *args, **kwargs)
-        agent.optimizer_stepped_since()
-        result = original_step(self, optimizer, *args, **kwargs)
-        if self.is_enabled() and not agent.optimizer_stepped_since():
-            agent.on_scaler_skipped(_current_scale(self))
-        return result
+    def wrap_step(original: Callable) -> Callable:
+        def step(self: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            if not agent.active():
+                return original(self, optimizer, *args, **kwargs)
+            agent.optimizer_stepped_since()
+            result = original(self, optimizer, *args, **kwargs)
+            if self.is_enabled() and not agent.optimizer_stepped_since():
+                agent.on_scaler_skipped(_current_scale(self))
+            return result
+        return step
 
-    scaler_class.scale = scale
-    scaler_class.step = step
-
-    def remove() -> None:
-        scaler_class.scale = original_scale
-        scaler_class.step = original_step
-
-    return remove
+    scaler = torch.amp.GradScaler
+    return _undo_all(_replace(scaler, "scale", wrap_scale), _replace(scaler, "step", wrap_step))
 
 
 def _current_scale(scaler: Any) -> float | None:
@@ -192,45 +173,45 @@ def _current_scale(scaler: Any) -> float | None:
 
 def _install_state_hooks(agent: Agent) -> Callable[[], None]:
     """LR schedulers (probes restore them), and no checkpoint writes while a probe borrows the loop."""
-    scheduler_class = torch.optim.lr_scheduler.LRScheduler
-    original_init = scheduler_class.__init__
-    original_save = torch.save
 
-    @functools.wraps(original_init)
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        original_init(self, *args, **kwargs)
-        if agent.active():
-            agent.on_stateful(self)
+    def wrap_init(original: Callable) -> Callable:
+        def init(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            if agent.active():
+                agent.on_stateful(self)
+        return init
 
-    @functools.wraps(original_save)
-    def save(*args: Any, **kwargs: Any) -> Any:
-        if agent.probes.replaying and agent.active():
-            return None
-        return original_save(*args, **kwargs)
+    def wrap_save(original: Callable) -> Callable:
+        def save(*args: Any, **kwargs: Any) -> Any:
+            if agent.probes.replaying and agent.active():
+                return None
+            return original(*args, **kwargs)
+        return save
 
-    scheduler_class.__init__ = init
-    torch.save = save
-
-    def remove() -> None:
-        scheduler_class.__init__ = original_init
-        torch.save = original_save
-
-    return remove
+    return _undo_all(_replace(torch.optim.lr_scheduler.LRScheduler, "__init__", wrap_init),
+                     _replace(torch, "save", wrap_save))
 
 
 def _install_warning_hook(agent: Agent) -> Callable[[], None]:
     """Warnings the script shows still go to its stderr; the agent logs them too."""
-    original = warnings.showwarning
 
-    @functools.wraps(original)
-    def showwarning(message: Any, category: type, filename: str, lineno: int, *args: Any, **kwargs: Any) -> None:
-        if agent.active():
-            agent.on_warning(f"{category.__name__}: {message} ({filename}:{lineno})")
-        original(message, category, filename, lineno, *args, **kwargs)
+    def wrap(original: Callable) -> Callable:
+        def showwarning(message: Any, category: type, filename: str, lineno: int, *args: Any, **kwargs: Any) -> None:
+            if agent.active():
+                agent.on_warning(f"{category.__name__}: {message} ({filename}:{lineno})")
+            original(message, category, filename, lineno, *args, **kwargs)
+        return showwarning
 
-    warnings.showwarning = showwarning
+    return _replace(warnings, "showwarning", wrap)
 
-    def remove() -> None:
-        warnings.showwarning = original
 
-    return remove
+def _replace(owner: Any, name: str, wrap: Callable[[Callable], Callable]) -> Callable[[], None]:
+    """Put ``wrap(original)`` in place of ``owner.name`` (with the original's name and docstring);
+    returns what puts the original back."""
+    original = getattr(owner, name)
+    setattr(owner, name, functools.wraps(original)(wrap(original)))
+    return lambda: setattr(owner, name, original)
+
+
+def _undo_all(*undos: Callable[[], None]) -> Callable[[], None]:
+    return lambda: [undo() for undo in undos]
