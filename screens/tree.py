@@ -7,6 +7,7 @@ Session; this screen only shows it, sends probe commands, and moves the walk on 
 from __future__ import annotations
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -21,6 +22,7 @@ from tuidebug.session import Session
 from tuidebug.tree import Node, Walk
 
 REFRESH_SECONDS = 0.25
+NARROW_COLUMNS = 100  # below this the tree stands above its explanation
 GROUPS = (("nan.", "NaN / divergence"), ("oom.", "Out of memory"), ("shape.", "Shape mismatch"))
 MARKS = {"pass": "[pass]", "fail": "[FAIL]", "inconclusive": "[ ?? ]", "cancelled": "[cncl]", "error": "[ERR!]",
          "skipped": "[skip]", "running": "[....]", "not run": "[    ]", "visited": "[ -> ]"}
@@ -147,6 +149,9 @@ class TreeScreen(Screen[None]):
         node_id = tree.cursor_node.data if tree.cursor_node is not None else None
         node = self.walk.tree[node_id] if node_id else self.walk.verdict or self.walk.node
         self.query_one("#tree-explain", Static).update(explain(self.walk, node))
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.set_class(event.size.width < NARROW_COLUMNS, "narrow")
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted) -> None:
         self._shown = -1
