@@ -74,7 +74,6 @@ class InspectorScreen(Screen[None]):
         yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns(*COLUMNS)
         self._ask()
         self.set_interval(REFRESH_SECONDS, self._refresh)
 
@@ -94,9 +93,12 @@ class InspectorScreen(Screen[None]):
         title = f"batch of step {report.step}   kept: {report.available}   example {self.example}"
         self.query_one("#inspect-title", Static).update(title + (f"   ({report.note})" if report.note else ""))
         table = self.query_one(DataTable)
-        table.clear()
-        for info in report.tensors:
-            table.add_row(*tensor_row(info))
+        table.clear(columns=True)
+        rows = [tensor_row(info) for info in report.tensors]
+        for index, label in enumerate(COLUMNS):  # widths from the content: paths can be long
+            table.add_column(label, width=max([len(label)] + [len(row[index]) for row in rows]))
+        for row in rows:
+            table.add_row(*row)
         self._show_selected()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

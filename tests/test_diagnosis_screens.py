@@ -3,10 +3,9 @@ verdict and its saved report, the batch inspector."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from conftest import EXAMPLES, SCRIPTS, wait_for
-from test_dashboard import screen_text, shows, until
+from pilot import screen_text, shows, until
 from tuidebug.app import TuidebugApp
 from tuidebug.screens.inspector import InspectorScreen, picture
 from tuidebug.screens.tree import TreeScreen
