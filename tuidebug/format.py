@@ -17,11 +17,13 @@ def number(value: float | None) -> str:
 def bytes_text(value: int | float | None) -> str:
     if value is None:
         return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+    if abs(value) < 1024:
+        return f"{value:.0f} B"
+    for unit in ("KiB", "MiB"):
         value /= 1024
-    return f"{value:.1f} GiB"
+        if abs(value) < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} GiB"
 
 
 def seconds_text(value: float | None) -> str:

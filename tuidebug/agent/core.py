@@ -116,7 +116,6 @@ class Agent:
     def __init__(self, config: AgentConfig, client: AgentClient | None) -> None:
         self.config = config
         self.client = client
-        self.pid = os.getpid()
         self.thread_id = threading.get_ident()
         self._forked = False  # a forked child keeps the parent thread's ident: say it is not the agent
         os.register_at_fork(after_in_child=self._mark_forked)
