@@ -22,6 +22,7 @@ from tuidebug.screens.layers import LayerTableScreen
 from tuidebug.screens.inspector import InspectorScreen
 from tuidebug.screens.logs import EventLog, OutputPane
 from tuidebug.screens.tree import TreeScreen
+from tuidebug.triage import start_walk
 
 FRAME_SECONDS = 0.25
 NARROW_COLUMNS = 81
@@ -185,7 +186,7 @@ class DashboardScreen(Screen[None]):
 
     def action_diagnose(self) -> None:
         if self.session.walk is None or self.session.walk.verdict is None and not self.session.walk.results:
-            self.session.start_walk()  # on the branch the run points to now
+            start_walk(self.session)  # on the branch the run points to now
         self.app.push_screen(TreeScreen(self.child))
 
     def action_inspect(self) -> None:

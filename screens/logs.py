@@ -33,9 +33,13 @@ def clean_line(raw: str) -> str:
 
 
 def event_row(event: Event) -> Table:
-    """Step, then kind and message wrapped beside it, then the details (an exception's frames)."""
+    """Step, then kind and message wrapped beside it, then the details (an exception's frames; of the
+    exception's analysis, only what it found: its other lines repeat the exception)."""
     text = Text.assemble((event.kind, EVENT_STYLES.get(event.kind, "bold")), " ", clean_line(event.message))
-    for line in event.details:
+    details = event.details
+    if event.kind == "crash":
+        details = [line for line in details if line.startswith(("finding:", "fix:"))]
+    for line in details:
         text.append("\n" + clean_line(line), style="dim")
     row = Table.grid(padding=(0, 1))
     row.add_column(justify="right", width=STEP_WIDTH, no_wrap=True)

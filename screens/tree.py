@@ -20,6 +20,7 @@ from tuidebug.screens.inspector import InspectorScreen
 from tuidebug.screens.verdict import VerdictScreen
 from tuidebug.session import Session
 from tuidebug.tree import Node, Walk
+from tuidebug.triage import start_walk
 
 REFRESH_SECONDS = 0.25
 NARROW_COLUMNS = 100  # below this the tree stands above its explanation
@@ -87,7 +88,7 @@ class TreeScreen(Screen[None]):
         super().__init__()
         self.run = run
         self.session: Session = run.session
-        self.walk = self.session.walk or self.session.start_walk()
+        self.walk = self.session.walk or start_walk(self.session)
         self.running: str | None = None
         self.autopilot = False
         self._items: dict[str, TreeNode] = {}

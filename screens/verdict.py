@@ -36,8 +36,10 @@ def verdict_text(report: dict, walk: Walk) -> Text:
     text.append("\nProtocol verification\n", style="bold")
     for item, done in walk.verification():
         text.append(f"  {'n/a' if done is None else ('[x]' if done else '[ ]')} {item}\n")
-    validated = report["validated"]
-    text.append(f"\nfix validated on the failing case: {'-' if validated is None else validated}\n")
+    if report["confirmed"] is not None:
+        text.append(f"\nfix confirmed in a replay with the change: {'yes' if report['confirmed'] else 'no'}\n")
+    if report["validated"] is not None:
+        text.append(f"fix validated on the edited script: {'yes' if report['validated'] else 'no'}\n")
     if report["reproduction"]:
         text.append(f"reproduction: {report['reproduction']}\n")
     return text

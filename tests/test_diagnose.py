@@ -10,7 +10,8 @@ import pytest
 
 from conftest import EXAMPLES, tuidebug_command
 
-KEYS = {"failure_class", "cause", "summary", "fix", "evidence", "checks", "reproduction", "validated"}
+KEYS = {"failure_class", "cause", "summary", "fix", "evidence", "checks", "reproduction", "confirmed", "validated",
+        "steps", "partial"}
 
 
 def diagnose(tmp_path: Path, script: str, *args: str) -> tuple[int, dict, str]:

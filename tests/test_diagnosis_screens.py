@@ -50,8 +50,10 @@ async def test_enter_runs_the_selected_check_and_its_evidence_is_shown(start_run
         await pilot.press("enter")
         await shows(pilot, "[FAIL] Single-batch overfit test", "cannot fit one batch", timeout=60)
         await pilot.press("n")
-        await pilot.press("v")
-        await shows(pilot, "no_learning / no_gradient_to_weights")
+        await shows(pilot, "Which failure? (one batch cannot be fitted)")
+        await pilot.press("a")  # the learning checks in turn, then the verdict
+        await until(pilot, lambda: isinstance(app.screen, VerdictScreen), "the verdict screen", timeout=120)
+        await shows(pilot, "no_learning / no_gradient_to_weights", "the graph is cut by")
 
 
 async def test_the_inspector_shows_the_paused_batch(start_run):

@@ -61,8 +61,9 @@ def test_the_four_checks_single_out_the_cause(checks, script, cause):
 def test_learning_rate_verdict_names_the_stable_rate(checks):
     result = checks("nan_after_warmup.py")["nan.lr"]
 
-    assert "vanishes at lr x0.1" in result.summary
-    assert result.data["validated"] is True
+    assert "learning rate too high" in result.summary and result.data["stable_scale"] == 0.1
+    assert "keeps the loss falling" in result.summary
+    assert result.data["confirmed"] is True
     assert any("diverging" in line for line in result.evidence)
 
 
@@ -71,18 +72,20 @@ def test_nan_inputs_names_the_rows_and_the_samples(checks):
 
     assert any(line.startswith("batch[0]: 1 NaN/Inf") for line in result.evidence)
     assert result.data["samples"] == ["sample 37", "sample 301", "sample 777"]
-    assert result.data["validated"] is True
+    assert result.data["confirmed"] is True
 
 
 @pytest.mark.parametrize("script, op, line", [
     ("nan_log_zero.py", "torch.log", "nan_log_zero.py:21"),
     ("nan_divide_by_zero.py", "torch.div", "nan_divide_by_zero.py:22"),
 ])
-def test_unsafe_math_names_the_op_and_the_source_line(checks, script, op, line):
+def test_unsafe_math_names_the_op_and_the_source_line_and_confirms_the_safe_form(checks, script, op, line):
     result = checks(script)["nan.unsafe_math"]
 
     assert f"{op} at {line}" in result.summary
     assert any("at or near 0" in risk or "near 0" in risk for risk in result.data["risky"])
+    assert result.data["confirmed"] is True
+    assert any("made safe" in line and "falling" in line for line in result.evidence)
 
 
 def test_exploding_gradients_suggests_a_clip_value_that_keeps_the_replay_finite(checks):
@@ -90,7 +93,7 @@ def test_exploding_gradients_suggests_a_clip_value_that_keeps_the_replay_finite(
 
     assert result.data["clip"] > 0
     assert f"max_norm={result.data['clip']:g}" in result.fix
-    assert result.data["validated"] is True
+    assert result.data["confirmed"] is True
 
 
 def test_a_healthy_run_passes_all_four_checks_when_paused():

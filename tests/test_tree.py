@@ -10,27 +10,43 @@ import pytest
 
 from tuidebug.protocol import Event, ProbeResult, Step
 from tuidebug.session import Downsampled, Session
-from tuidebug.tree import TreeError, Walk, load_tree, preselect
-
-PROTOCOL_CHECKS = {"overfit", "nan.lr", "nan.inputs", "nan.unsafe_math", "nan.grad_explosion"}
-
+from tuidebug.tree import TreeError, Walk, load_tree
+from tuidebug.triage import preselect
 
 def result(probe: str, status: str, **data) -> ProbeResult:
     return ProbeResult(run_id=1, probe=probe, status=status, summary=f"{probe} {status}", data=data)
+
+
+PROTOCOL_CHECKS = {"overfit", "nan.lr", "nan.inputs", "nan.unsafe_math", "nan.grad_explosion", "oom.batch_size",
+                   "oom.leak", "shape.operands"}
+
+
+def _reachable(tree) -> set[str]:
+    reachable, todo = set(), [tree.root]
+    while todo:
+        node = tree[todo.pop()]
+        if node.id not in reachable:
+            reachable.add(node.id)
+            todo += node.targets()
+    return reachable
 
 
 def test_the_bundled_tree_encodes_the_protocol():
     tree = load_tree()
 
     assert tree.root == "overfit" and tree[tree.root].probe == "overfit"
-    assert {n.probe for n in tree.checks()} == PROTOCOL_CHECKS
-    reachable, todo = set(), [tree.root]
-    while todo:
-        node = tree[todo.pop()]
-        if node.id not in reachable:
-            reachable.add(node.id)
-            todo += list(node.next.values()) + list(node.order.values()) + [n for n in [node.otherwise] if n]
-    assert reachable == set(tree.nodes)
+    assert PROTOCOL_CHECKS <= {n.probe for n in tree.checks()}
+    assert _reachable(tree) == set(tree.nodes)
+    assert {n.probe for n in tree.checks()} <= set(_registered_probes())
+
+
+def _registered_probes() -> list[str]:
+    """The probes the agent registers, read in a child process: this process never imports torch."""
+    import subprocess
+    import sys
+
+    code = "import tuidebug.probes; from tuidebug.probe_api import PROBES; print(' '.join(PROBES))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
 
 
 @pytest.mark.parametrize("change, message", [
@@ -38,19 +54,48 @@ def test_the_bundled_tree_encodes_the_protocol():
     (lambda raw: raw["nodes"]["nan.lr"].pop("probe"), "names no probe"),
     (lambda raw: raw["nodes"]["verdict.healthy"].pop("cause"), "no failure class or cause"),
     (lambda raw: raw["nodes"]["branch"].update(kind="maybe"), "unknown kind"),
+    (lambda raw: raw["nodes"]["nan.lr"].update(next={"pass": "nan.inputs"}), "no edge for fail"),
+    (lambda raw: raw["nodes"]["branch"]["next"].pop("*"), "no edge for"),
+    (lambda raw: raw["nodes"]["nan.decide"].pop("otherwise"), "has no 'otherwise'"),
 ])
 def test_a_broken_tree_file_is_refused_with_the_place(change, message):
     raw = json.loads(resources.files("tuidebug.assets").joinpath("tree.json").read_text())
+    if message == "no edge for":
+        for branch in ("nan", "oom"):
+            raw["nodes"]["branch"]["next"].pop(branch)
     change(raw)
 
     with pytest.raises(TreeError, match=message):
         load_tree(json.dumps(raw))
 
 
+STATUSES = ("pass", "fail", "inconclusive", "error", "cancelled", "skipped")
+BRANCHES = ("nan", "oom", "shape", "learning", "crash", "stall", "no_step", "healthy", "unknown")
+OUTCOMES = ("fits", "slow", "still_improving", "nonfinite", "cannot_fit", "frozen", "inconclusive")
+
+
+@pytest.mark.parametrize("branch", BRANCHES)
+@pytest.mark.parametrize("status", STATUSES)
+def test_every_walk_ends_at_a_verdict_whatever_each_probe_returns(branch, status):
+    """Every branch, every status from every probe (and every overfit outcome): the walk reaches a
+    verdict in a bounded number of moves, never stuck at a node without an edge."""
+    for outcome in OUTCOMES:
+        walk = Walk(load_tree(), branch=branch)
+        for _ in range(100):
+            if walk.verdict is not None:
+                break
+            if walk.node.kind == "check" and walk.current not in walk.results:
+                data = {"outcome": outcome} if walk.current == "overfit" else {"cause": "not a known cause"}
+                walk.record(walk.current, result(walk.node.probe, status, **data))
+            assert walk.advance() is not None, f"stuck at {walk.current}"
+        assert walk.verdict is not None, walk.path
+
+
 def test_the_nan_walk_checks_all_four_and_the_first_failure_names_the_cause():
     walk = Walk(load_tree(), branch="nan", reason="loss is nan")
-    outcomes = {"overfit": result("overfit", "fail", outcome="nonfinite"), "nan.lr": result("nan.lr", "pass"),
+    outcomes = {"overfit": result("overfit", "fail", outcome="nonfinite"), "nan.lr": result("nan.lr", "fail"),
                 "nan.inputs": result("nan.inputs", "pass"), "nan.unsafe_math": result("nan.unsafe_math", "fail"),
+                "nan.precision": result("nan.precision", "pass"),
                 "nan.grad_explosion": result("nan.grad_explosion", "fail")}
     while walk.verdict is None:
         if walk.node.kind == "check":
@@ -58,17 +103,43 @@ def test_the_nan_walk_checks_all_four_and_the_first_failure_names_the_cause():
         walk.advance()
 
     assert walk.verdict.cause == "unsafe_math"
-    assert [n for n in walk.path if n in PROTOCOL_CHECKS] == ["overfit", "nan.lr", "nan.inputs",
-                                                            "nan.unsafe_math", "nan.grad_explosion"]
+    assert [n for n in walk.path if n in outcomes] == ["overfit", "nan.lr", "nan.inputs", "nan.unsafe_math",
+                                                       "nan.precision", "nan.grad_explosion"]
     assert dict(walk.verification())["For NaN: learning rate, input NaNs, unsafe math, and gradient explosion all checked"]
 
 
-def test_a_single_batch_that_cannot_be_fitted_ends_the_walk_before_the_branch():
-    walk = Walk(load_tree(), branch="nan")
-    walk.record("overfit", result("overfit", "fail", outcome="frozen"))
+def test_a_check_that_covers_several_causes_names_the_one_it_found():
+    walk = Walk(load_tree(), branch="learning")
+    while walk.verdict is None:
+        if walk.node.kind == "check":
+            cause = {"cause": "lr_schedule_decay"} if walk.current == "learning.rate" else {}
+            walk.record(walk.current, result(walk.node.probe, "fail" if cause else "pass", **cause))
+        walk.advance()
 
-    assert walk.advance() == "verdict.no_gradient"
-    assert walk.verdict.failure_class == "no_learning"
+    assert (walk.verdict.failure_class, walk.verdict.cause) == ("no_learning", "lr_schedule_decay")
+
+
+def test_a_single_batch_that_cannot_be_fitted_opens_the_learning_checks_on_a_healthy_looking_run():
+    walk = Walk(load_tree(), branch="healthy")
+    walk.record("overfit", result("overfit", "fail", outcome="cannot_fit"))
+    walk.advance()
+    walk.advance()
+
+    assert walk.current == "learning.graph"
+    while walk.verdict is None:
+        if walk.node.kind == "check":
+            walk.record(walk.current, result(walk.node.probe, "pass"))
+        walk.advance()
+    assert walk.verdict.cause == "cannot_overfit_single_batch"
+
+
+def test_a_shape_error_goes_to_the_shape_checks_even_when_the_batch_cannot_be_fitted():
+    walk = Walk(load_tree(), branch="shape")
+    walk.record("overfit", result("overfit", "fail", outcome="cannot_fit"))
+    walk.advance()
+    walk.advance()
+
+    assert walk.current == "shape.operands"
 
 
 def _session_with(*events: Event, steps: int = 5) -> Session:
@@ -80,15 +151,15 @@ def _session_with(*events: Event, steps: int = 5) -> Session:
     return session
 
 
-@pytest.mark.parametrize("message, branch", [
-    ("OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "oom"),
-    ("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 10 bytes", "oom"),
-    ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3 and 5x2)", "shape"),
-    ("ValueError: Target size (torch.Size([4])) must be the same as input size", "shape"),
-    ("KeyError: 'label'", "crash"),
+@pytest.mark.parametrize("analysis, branch", [
+    ("oom out_of_memory", "oom"),
+    ("shape shape_mismatch", "shape"),
+    ("no_graph no_gradient_to_weights", "learning"),
+    ("other exception", "crash"),
 ])
-def test_the_run_preselects_the_branch_from_the_exception(message, branch):
-    session = _session_with(Event(kind="exception", message=message, time=time.time()))
+def test_the_run_preselects_the_branch_from_the_analysed_exception(analysis, branch):
+    session = _session_with(Event(kind="exception", message="SomeError: text", time=time.time()),
+                            Event(kind="crash", message=analysis, time=time.time()))
 
     assert preselect(session)[0] == branch
 
@@ -99,6 +170,43 @@ def test_a_nan_preselects_the_nan_branch_and_a_quiet_run_the_healthy_one():
     session.ingest(Step(step=6, time=time.time(), loss=float("nan")))
     assert preselect(session)[0] == "nan"
     assert preselect(_session_with(steps=0))[0] == "no_step"
+
+
+@pytest.mark.parametrize("finding, branch", [
+    ("stale_grads: the gradients were already non-zero", "learning"),
+    ("loss_broadcast: mse_loss at train.py:3 compares (8, 1) with (8,)", "shape"),
+    ("graphs_kept: the autograd graphs of 3 earlier steps", "oom"),
+])
+def test_a_finding_of_the_agent_opens_its_branch(finding, branch):
+    assert preselect(_session_with(Event(kind="finding", message=finding, time=time.time())))[0] == branch
+
+
+@pytest.mark.parametrize("losses, branch", [
+    ([1.0] * 20, "learning"),
+    ([1.0 + 0.5 * i for i in range(20)], "learning"),
+    ([1.0 * 2 ** i for i in range(20)], "nan"),
+    ([1.0 / (1 + i) for i in range(20)], "healthy"),
+])
+def test_the_loss_trend_opens_the_learning_or_divergence_branch(losses, branch):
+    session = Session("train.py", [])
+    for step, loss in enumerate(losses, 1):
+        session.ingest(Step(step=step, time=time.time(), loss=loss, grad_norm=1.0))
+
+    assert preselect(session)[0] == branch
+
+
+def test_an_exit_without_an_exception_is_a_crash_with_the_signal():
+    session = _session_with()
+    session.child_exited(-9)
+
+    branch, reason = preselect(session)
+    assert branch == "crash" and "SIGKILL" in reason and "step 5" in reason
+
+
+def test_a_stall_is_its_own_branch():
+    session = _session_with(Event(kind="stall", message="the run made no step for 12s", time=time.time()))
+
+    assert preselect(session) == ("stall", "the run made no step for 12s")
 
 
 def test_session_memory_is_bounded_for_a_million_steps():

@@ -22,8 +22,9 @@ from tuidebug import __version__
 from tuidebug.launcher import Target, TargetError
 
 USAGE_ERROR = 2
-VALUE_OPTIONS = {"--print-every", "--break-at", "--norm-stride", "--json", "--report", "--max-steps",
-                 "--timeout", "--bundle-dir"}
+PROBE_SECONDS = 45  # diagnose's default deadline leaves this long for the checks after the window
+VALUE_OPTIONS = {"--print-every", "--break-at", "--norm-stride", "--json", "--report", "--max-steps", "--steps",
+                 "--seconds", "--timeout", "--bundle-dir"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,13 +62,17 @@ def build_parser() -> argparse.ArgumentParser:
 def build_diagnose_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tuidebug diagnose", usage="tuidebug diagnose [OPTIONS] (SCRIPT | -m MODULE) [ARGS...]",
                      description="Run the script for a bounded window and walk the decision tree without a screen. "
-                                 "Exit 0: healthy; 1: a failure was diagnosed; 2: usage or tool error.")
+                                 "Exit 0: healthy; 1: a failure was diagnosed; 2: usage or tool error; "
+                                 "3: inconclusive (nothing trained in the window).")
     parser.add_argument("--json", dest="json_path", metavar="PATH", help="write the report as JSON")
     parser.add_argument("--report", dest="report_path", metavar="PATH", help="write the Markdown report")
-    parser.add_argument("--max-steps", type=_positive, default=300, metavar="N",
-                        help="stop the run after N optimizer steps (default 300)")
-    parser.add_argument("--timeout", type=_positive, default=120, metavar="SECONDS",
-                        help="stop the run after this many seconds (default 120)")
+    parser.add_argument("--steps", "--max-steps", dest="steps", type=_positive, default=1000, metavar="N",
+                        help="the window: stop the run after N optimizer steps (default 1000)")
+    parser.add_argument("--seconds", type=_positive, default=15, metavar="S",
+                        help="the window: stop the run after S seconds (default 15)")
+    parser.add_argument("--timeout", type=_positive, default=None, metavar="S",
+                        help="the deadline for the whole diagnosis: past it, the checks left are skipped and the "
+                             f"verdict so far is written, marked partial (default: the window + {PROBE_SECONDS}s)")
     parser.add_argument("--bundle-dir", metavar="DIR", help="where to save the reproduction bundle")
     parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m")
     return parser
@@ -132,8 +137,9 @@ def diagnose(argv: list[str]) -> int:
 
     options, target = parse(argv, build_diagnose_parser())
     return run_diagnose(checked(target), DiagnoseOptions(
-        max_steps=options.max_steps, timeout=float(options.timeout), json_path=options.json_path,
-        report_path=options.report_path, bundle_dir=options.bundle_dir))
+        steps=options.steps, seconds=float(options.seconds),
+        timeout=float(options.timeout or options.seconds + PROBE_SECONDS),
+        json_path=options.json_path, report_path=options.report_path, bundle_dir=options.bundle_dir))
 
 
 def replay(argv: list[str]) -> int:

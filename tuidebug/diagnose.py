@@ -1,8 +1,14 @@
 """``tuidebug diagnose`` and ``tuidebug replay``: the protocol without a screen.
 
-diagnose runs the script under the agent for a bounded window (a number of steps or seconds),
-stops at the first non-finite value, at the window's end or at the script's end, walks the decision
-tree running the probes it calls for, saves a reproduction bundle, and prints the report.
+diagnose runs the script under the agent for a bounded window (``--steps`` optimizer steps or
+``--seconds``), stopping at the first non-finite value, at the script's end or exception, or when
+the run stalls. Nothing is borrowed from the script's loop while it runs: the verdict rests on the
+window's real steps. At the stop, the decision tree is walked, running the probes each node names
+on the paused process. A probe that needs the live loop when the script has already ended runs on a
+second run of the script, paused at an early step (``Rerun``). A global deadline (``--timeout``)
+bounds everything: past it, the checks left are skipped and the verdict the walk reaches is written,
+marked partial. The JSON report is always written, whatever the script does.
+
 replay re-runs a bundle's failing case against the (edited) script.
 """
 
@@ -10,8 +16,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,85 +27,199 @@ from tuidebug.launcher import ChildRun, Target
 from tuidebug.protocol import ProbeResult
 from tuidebug.report import build_report, json_ready, markdown
 from tuidebug.session import Session
-from tuidebug.tree import Walk, load_tree, preselect
+from tuidebug.tree import Walk, load_tree
+from tuidebug.triage import preselect
 
-HEALTHY, DIAGNOSED, TOOL_ERROR = 0, 1, 2
-OVERFIT_AT = 10  # the overfit test runs early, through the live loop, before the window goes on
+HEALTHY, DIAGNOSED, TOOL_ERROR, INCONCLUSIVE = 0, 1, 2, 3
+RERUN_AT = 10  # a second run pauses at this step (or at the first one's non-finite value, at most this much later)
+MAX_RERUNS = 2
 STOPPED = ("paused", "ended", "finished", "crashed")
+# A run whose step counter stands still this long (and STALL_FACTOR times its usual step) is stalled.
+STALL_SECONDS = 10.0
+STALL_FACTOR = 20.0
+PAUSE_GRACE = 5.0  # for a pause to reach a safe point at the window's end
+ANSWER_SECONDS = 3.0  # a probe's budget ends this long before its timeout, so that it can still answer
 BUNDLE_CHECKS = {"nan_in_inputs": "inputs", "cannot_overfit_single_batch": "overfit",
                  "no_gradient_to_weights": "overfit"}
 
 
 @dataclass
 class DiagnoseOptions:
-    max_steps: int = 300
-    timeout: float = 120.0
-    probe_timeout: float = 120.0
+    steps: int = 1000
+    seconds: float = 15.0
+    timeout: float = 60.0
+    probe_timeout: float = 20.0
     json_path: str | None = None
     report_path: str | None = None
     bundle_dir: str | None = None
 
 
+class Interrupted(Exception):
+    """diagnose itself was told to stop (Ctrl-C, SIGTERM, SIGHUP): write what there is."""
+
+
+@dataclass
+class Deadline:
+    seconds: float
+    started: float = field(default_factory=time.monotonic)
+
+    def left(self) -> float:
+        return max(0.0, self.started + self.seconds - time.monotonic())
+
+    @property
+    def passed(self) -> bool:
+        return self.left() <= 0.0
+
+
 def wait_until(session: Session, predicate: Any, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + max(0.0, timeout)
+    while True:
         with session.lock:
             if predicate():
                 return True
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.05)
-    return False
 
 
 def run_probe(run: ChildRun, session: Session, probe: str, timeout: float) -> ProbeResult:
-    """Run one probe in the paused child and wait for its result (cancelled after ``timeout``)."""
+    """Run one probe in the paused child and wait for its result: the probe is told to answer with what
+    it has by then, and is cancelled a little after ``timeout``."""
     session.probe_results.pop(probe, None)
-    if not run.command("probe", name=probe, params={}):
+    budget = max(1.0, timeout - ANSWER_SECONDS)
+    if session.ended or not run.command("probe", name=probe, params={"seconds": budget}):
         return ProbeResult(run_id=0, probe=probe, status="skipped", summary="the training process is gone")
     if not wait_until(session, lambda: probe in session.probe_results or session.ended, timeout):
         run.command("cancel")
-        wait_until(session, lambda: probe in session.probe_results, 15.0)
+        wait_until(session, lambda: probe in session.probe_results or session.ended, 10.0)
     return session.probe_results.get(probe) or ProbeResult(
-        run_id=0, probe=probe, status="inconclusive", summary="no result: the probe timed out or the process ended")
+        run_id=0, probe=probe, status="inconclusive",
+        summary=f"no result within {timeout:.0f}s: the probe was cancelled" if not session.ended
+        else "no result: the training process ended")
 
 
-def stop_for_diagnosis(run: ChildRun, session: Session, options: DiagnoseOptions) -> None:
-    """Wait for the run to stop by itself (a break, the step limit, the end); pause it at the timeout."""
-    if wait_until(session, lambda: session.state in STOPPED or session.ended, options.timeout):
-        return
+def observe(run: ChildRun, session: Session, options: DiagnoseOptions, deadline: Deadline) -> None:
+    """Let the run go until it stops by itself (a break, the step window, the end, an exception) or
+    the window's seconds pass (then pause it), or it stalls (then say where it is)."""
+    window_end = time.monotonic() + min(options.seconds, deadline.left())
+    last_step, last_change = -1, time.monotonic()
+    while time.monotonic() < window_end:
+        if wait_until(session, lambda: session.state in STOPPED or session.ended, 0.25):
+            return
+        if session.step != last_step:
+            last_step, last_change = session.step, time.monotonic()
+        elif session.step > 0 and time.monotonic() - last_change > _stall_after(session):
+            _report_stall(run, session, time.monotonic() - last_change)
+            return
+    if session.step == 0 and not session.ended:
+        where = run.stack_sample()
+        session.note("no_step_yet", f"no optimizer step in the first {options.seconds:.0f}s"
+                     + (f": the training thread is at {where}" if where else ""))
     run.command("pause")
-    wait_until(session, lambda: session.state in STOPPED or session.ended, 30.0)
+    if not wait_until(session, lambda: session.state in STOPPED or session.ended, PAUSE_GRACE):
+        _report_stall(run, session, PAUSE_GRACE, pausing=True)
 
 
-def overfit_first(run: ChildRun, session: Session, options: DiagnoseOptions) -> ProbeResult | None:
-    """The protocol's first rule: at an early step, while the script's loop is live (so the test runs
-    its own loss code), fit a single batch; then let the run go on to the window's end."""
-    stop_for_diagnosis(run, session, options)
-    if session.state != "paused" or session.where != "step_end":
-        return None  # an early failure or the end: the tree runs the test where the run stopped
-    result = run_probe(run, session, "overfit", options.probe_timeout)
-    run.command("break_at", step=options.max_steps)
-    changes = session.state_changes
-    run.command("resume")
-    wait_until(session, lambda: session.state_changes > changes or session.ended, 10.0)
-    return result
+def _stall_after(session: Session) -> float:
+    typical = session.step_seconds.latest or 0.0
+    return max(STALL_SECONDS, STALL_FACTOR * typical)
 
 
-def walk_tree(run: ChildRun, session: Session, options: DiagnoseOptions, overfit: ProbeResult | None) -> Walk:
-    branch, reason = preselect(session)
+def _report_stall(run: ChildRun, session: Session, seconds: float, pausing: bool = False) -> None:
+    where = run.stack_sample()
+    what = "did not reach a safe point to pause" if pausing else "made no step"
+    session.note("stall", f"the run {what} for {seconds:.0f}s after step {session.step}"
+                 + (f"; the training thread is at {where}" if where else ""))
+
+
+class Runs:
+    """The observed run, and second runs of the script for the probes that need a live loop: a probe
+    whose loop has ended (or that used up what was left of it) runs again on a fresh run, paused where
+    the first one stopped (its first non-finite value) or at an early step."""
+
+    def __init__(self, target: Target, first: ChildRun, session: Session, deadline: Deadline) -> None:
+        self.target, self.first, self.session, self.deadline = target, first, session, deadline
+        self.rerun: ChildRun | None = None
+        self.rerun_session: Session | None = None
+        self.reruns = 0
+        self.rerun_failed: str | None = None
+        self._closed: list[ChildRun] = []
+
+    def probe(self, name: str, timeout: float) -> ProbeResult:
+        result = run_probe(self.first, self.session, name, timeout)
+        used = False
+        while result.data.get("needs_loop") and self.reruns < MAX_RERUNS and not self.deadline.passed:
+            rerun = self._rerun(fresh=used)
+            used = True
+            if rerun is None:
+                result.evidence.append(f"not re-run on a live loop: {self.rerun_failed}")
+                return result
+            result = run_probe(rerun, self.rerun_session, name, min(timeout, self.deadline.left()))
+            result.evidence.append(f"run on a second run of the script, paused at step {self.rerun_session.step} "
+                                   "(the first one's loop had ended)")
+        return result
+
+    def _rerun(self, fresh: bool) -> ChildRun | None:
+        if self.rerun is not None and not fresh:
+            return self.rerun
+        if self.rerun is not None:
+            self.rerun.close()
+        steps = self.session.step
+        failed_at = self.session.counters.first_nonfinite_step
+        if steps < 1 and failed_at is None:
+            self.rerun_failed = "the script completed no step, so no step of it can be paused at"
+            return None
+        self.reruns += 1
+        session = Session(self.target.name, self.target.args)
+        at = failed_at + RERUN_AT if failed_at is not None else min(RERUN_AT, steps)
+        run = ChildRun(self.target, session, _agent_options(at), capture_output=True)
+        run.start()
+        self.rerun, self.rerun_session = run, session
+        if not wait_until(session, lambda: session.state in STOPPED or session.ended, self.deadline.left()) \
+                or session.state != "paused":
+            self.rerun_failed = f"a second run did not pause at step {at} (state {session.state})"
+            run.close()
+            self.rerun = None
+            return None
+        return run
+
+    def close(self) -> None:
+        for run in (self.first, self.rerun):
+            if run is not None:
+                run.command("quit")
+                run.close()
+
+
+def _agent_options(break_at: int) -> dict[str, Any]:
+    return {"break_on_nan": True, "break_at": break_at, "copy_post_mortem": False, "post_mortem": True}
+
+
+def walk_tree(runs: Runs, options: DiagnoseOptions, deadline: Deadline) -> tuple[Walk, list[str]]:
+    """Walk from the root to a verdict, running each check's probe; checks past the deadline (or
+    with the process gone) are skipped, and every path still ends at a verdict."""
+    branch, reason = preselect(runs.session)
     walk = Walk(load_tree(), branch=branch, reason=reason)
-    if overfit is not None:
-        walk.record("overfit", overfit)
+    skipped: list[str] = []
     while walk.verdict is None:
         node = walk.node
         if node.kind == "check" and node.id not in walk.results:
-            walk.record(node.id, run_probe(run, session, node.probe, options.probe_timeout))
+            if deadline.passed:
+                walk.skip(node.id, "not run: the deadline passed")
+                skipped.append(node.id)
+            else:
+                timeout = min(options.probe_timeout, deadline.left())
+                started = time.monotonic()
+                result = runs.probe(node.probe, timeout)
+                result.data["seconds"] = round(time.monotonic() - started, 2)
+                walk.record(node.id, result)
         walk.advance()
-    return walk
+    return walk, skipped
 
 
 def save_reproduction(run: ChildRun, session: Session, walk: Walk, folder: str, data: dict) -> str | None:
+    """Ask the agent to write the bundle; its path, or None (the reason is in the session's events)."""
     verdict = walk.verdict
-    if verdict.failure_class == "healthy" or session.ended:
+    if verdict is None or verdict.failure_class in ("healthy", "inconclusive") or session.ended:
         return None
     meta = {"failure_class": verdict.failure_class, "cause": verdict.cause,
             "check": BUNDLE_CHECKS.get(verdict.cause, "nonfinite"), **data}
@@ -106,36 +228,103 @@ def save_reproduction(run: ChildRun, session: Session, walk: Walk, folder: str, 
     def answers() -> list:
         return [e for e in session.events if e.kind in ("bundle", "bundle_error") and e.time >= asked]
 
-    run.command("save_bundle", path=os.path.abspath(folder), meta=meta)
+    if not run.command("save_bundle", path=os.path.abspath(folder), meta=meta):
+        return None
     wait_until(session, lambda: bool(answers()), 30.0)
     saved = next((e for e in answers() if e.kind == "bundle"), None)
     return saved.message if saved is not None else None
 
 
-def run_diagnose(target: Target, options: DiagnoseOptions) -> int:
-    session = Session(target.name, target.args)
-    first_stop = min(OVERFIT_AT, options.max_steps)
-    run = ChildRun(target, session, {"break_on_nan": True, "break_at": first_stop}, capture_output=True)
-    run.start()
+def check_writable(path: str | None) -> None:
+    """Fail now, not after the run, when a report could not be written there."""
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(folder):
+        raise OSError(f"no such directory: {folder}")
+    if not os.access(folder, os.W_OK):
+        raise OSError(f"cannot write to {folder}")
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write to a temporary file beside ``path`` and rename: never a half-written report."""
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tuidebug-", suffix=".tmp")
     try:
-        overfit = overfit_first(run, session, options)
-        if overfit is not None:
-            stop_for_diagnosis(run, session, options)
-        walk = walk_tree(run, session, options, overfit)
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def run_diagnose(target: Target, options: DiagnoseOptions) -> int:
+    for path in (options.json_path, options.report_path):
+        try:
+            check_writable(path)
+        except OSError as exc:
+            print(f"tuidebug: error: {exc}")
+            return TOOL_ERROR
+    deadline = Deadline(options.timeout)
+    session = Session(target.name, target.args)
+    first = ChildRun(target, session, _agent_options(options.steps), capture_output=True)
+    runs = Runs(target, first, session, deadline)
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    interrupted = None
+    try:
+        try:
+            first.start()
+            observe(first, session, options, deadline)
+            walk, skipped = walk_tree(runs, options, deadline)
+        except Interrupted as exc:
+            interrupted = f"diagnose was interrupted ({exc})"
+            walk, skipped = _interrupted_walk(session), []
         folder = options.bundle_dir or f"tuidebug-repro-{Path(target.name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-        samples = (walk.results.get("nan.inputs").data.get("samples", []) if "nan.inputs" in walk.results else [])
-        bundle = save_reproduction(run, session, walk, folder, {"samples": samples})
-        report = build_report(walk, session, bundle)
+        samples = walk.results["nan.inputs"].data.get("samples", []) if "nan.inputs" in walk.results else []
+        bundle = None if interrupted else save_reproduction(first, session, walk, folder, {"samples": samples})
+        partial = interrupted or (f"the deadline ({options.timeout:.0f}s) passed before {len(skipped)} check(s) ran: "
+                                  + ", ".join(skipped) if skipped else None)
+        report = build_report(walk, session, bundle, partial=partial)
         text = markdown(report, walk, session)
     finally:
-        run.command("quit")
-        run.close()
+        runs.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     print(text)
-    if options.report_path:
-        Path(options.report_path).write_text(text, encoding="utf-8")
-    if options.json_path:
-        Path(options.json_path).write_text(json.dumps(json_ready(report), indent=2), encoding="utf-8")
-    return HEALTHY if report["failure_class"] == "healthy" else DIAGNOSED
+    return _write_reports(report, text, options) or _exit_code(report)
+
+
+def _interrupted_walk(session: Session) -> Walk:
+    """Interrupted before or during the walk: every check left is skipped, so the walk still ends."""
+    branch, reason = preselect(session)
+    walk = Walk(load_tree(), branch=branch, reason=reason)
+    while walk.verdict is None:
+        if walk.node.kind == "check" and walk.node.id not in walk.results:
+            walk.skip(walk.node.id, "not run: diagnose was interrupted")
+        walk.advance()
+    return walk
+
+
+def _write_reports(report: dict, text: str, options: DiagnoseOptions) -> int | None:
+    try:
+        if options.report_path:
+            write_atomically(options.report_path, text)
+        if options.json_path:
+            write_atomically(options.json_path, json.dumps(json_ready(report), indent=2))
+    except OSError as exc:
+        print(f"tuidebug: error: cannot write the report: {exc}")
+        return TOOL_ERROR
+    return None
+
+
+def _exit_code(report: dict) -> int:
+    kind = report["failure_class"]
+    return HEALTHY if kind == "healthy" else INCONCLUSIVE if kind == "inconclusive" else DIAGNOSED
 
 
 def run_replay(bundle: str, target: Target, timeout: float) -> int:

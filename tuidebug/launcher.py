@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -19,6 +21,7 @@ from tuidebug import protocol
 from tuidebug.protocol import Command
 from tuidebug.server import AgentServer
 from tuidebug.session import Session
+from tuidebug.sites import Site, is_user_file
 
 
 # The child imports torch and the agent; this process never imports torch, so the screen is up at once.
@@ -77,7 +80,7 @@ class ChildRun:
         env[protocol.ENV_TOKEN] = self.server.token
         env[protocol.ENV_CONFIG] = json.dumps({
             "target": self.target.name, "args": self.target.args, "module": self.target.module,
-            "agent": self.agent_options,
+            "agent": self.agent_options, "stack_file": self.server.stack_file,
         })
         pipe = subprocess.PIPE if self.capture_output else None
         if self.capture_output:
@@ -111,6 +114,29 @@ class ChildRun:
         for thread in self._threads:
             thread.join(timeout=5)
         return code
+
+    def stack_sample(self, wait: float = 1.0) -> str | None:
+        """Where the training thread is now, in the user's code (``train.py:12 in load_data `...```):
+        the agent dumps every thread's stack on SIGUSR1 (faulthandler, which works even while native
+        code holds the GIL). None when the child is gone or its stack holds no frame of the user's."""
+        path = self.server.stack_file
+        if not self.running:
+            return None
+        before = os.path.getsize(path) if os.path.exists(path) else 0
+        try:
+            os.kill(self.process.pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
+            return None
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and (not os.path.exists(path) or os.path.getsize(path) == before):
+            time.sleep(0.05)
+        time.sleep(0.05)
+        try:
+            with open(path, encoding="utf-8", errors="replace") as dump:
+                dump.seek(before)
+                return innermost_user_frame(dump.read())
+        except OSError:
+            return None
 
     def interrupt(self) -> None:
         """What Ctrl-C does to a plain python run: SIGINT to the script's process group."""
@@ -151,6 +177,20 @@ class ChildRun:
         code = self.process.wait()
         self.server.join(timeout=5)
         self.session.child_exited(code)
+
+
+_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
+
+
+def innermost_user_frame(dump: str) -> str | None:
+    """From a faulthandler dump (most recent call first in each thread): the innermost frame of the
+    user's code in the first thread that has one."""
+    for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump):
+        for match in _FRAME.finditer(block):
+            if is_user_file(match["path"]):
+                site = Site(match["path"], int(match["line"]), match["function"])
+                return f"{site} in {site.function}"
+    return None
 
 
 def exit_status(returncode: int) -> int:

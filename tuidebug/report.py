@@ -6,13 +6,16 @@ import math
 from typing import Any
 
 from tuidebug.format import bytes_text, number
-from tuidebug.session import Session
+from tuidebug.protocol import ProbeResult
+from tuidebug.session import Session, describe_exit
 from tuidebug.tree import Walk
 
-JSON_KEYS = ("failure_class", "cause", "summary", "fix", "evidence", "checks", "reproduction", "validated")
+JSON_KEYS = ("failure_class", "cause", "summary", "fix", "evidence", "checks", "reproduction", "confirmed",
+             "validated", "steps", "partial")
+NO_CAUSE = ("nan_unexplained", "out_of_memory", "cannot_overfit_single_batch", "loss_not_decreasing")
 
 
-def build_report(walk: Walk, session: Session, reproduction: str | None) -> dict[str, Any]:
+def build_report(walk: Walk, session: Session, reproduction: str | None, partial: str | None = None) -> dict[str, Any]:
     """The report in the shape ``tuidebug diagnose --json`` promises."""
     verdict = walk.verdict
     check = deciding_check(walk)
@@ -21,9 +24,12 @@ def build_report(walk: Walk, session: Session, reproduction: str | None) -> dict
     summary = deciding.summary if deciding is not None else walk.reason
     if verdict.failure_class == "healthy":
         summary = _healthy_summary(walk, session)
-    evidence = [f"branch: {walk.branch} ({walk.reason})"] + _exception_evidence(session, walk.branch)
+    evidence = [f"branch: {walk.branch} ({walk.reason})"] + _run_evidence(session, walk.branch)
     if deciding is not None:
         evidence += deciding.evidence
+    if verdict.cause in NO_CAUSE or deciding is None:
+        evidence += _every_check(walk, skip=check)
+    evidence = list(dict.fromkeys(evidence))
     return {
         "failure_class": verdict.failure_class,
         "cause": verdict.cause,
@@ -31,27 +37,45 @@ def build_report(walk: Walk, session: Session, reproduction: str | None) -> dict
         "fix": fix,
         "evidence": evidence,
         "checks": [{"id": node_id, "status": _check_status(walk, node_id),
-                    "summary": walk.results[node_id].summary if node_id in walk.results else ""}
+                    "summary": walk.results[node_id].summary if node_id in walk.results else "",
+                    "seconds": walk.results[node_id].data.get("seconds") if node_id in walk.results else None}
                    for node_id in _check_ids(walk)],
         "reproduction": reproduction,
-        "validated": _validated(walk, deciding),
+        "confirmed": _flag(deciding, "confirmed"),
+        "validated": _flag(deciding, "validated"),
+        "steps": session.step,
+        "partial": partial,
     }
 
 
 def deciding_check(walk: Walk) -> str | None:
-    """The check whose failure named the verdict: the one a decide node picked, else the last
-    failed check on the path."""
+    """The check whose failure named the verdict: the first failed check of the last decide node the
+    walk went through, else the last failed check on the path."""
+    decides = [walk.tree[n] for n in walk.path if walk.tree[n].kind == "decide"]
+    for decide in reversed(decides):
+        failed = [check for check in decide.order if walk.status(check) == "fail"]
+        if failed:
+            return failed[0]
     failed = [node_id for node_id in walk.path if walk.status(node_id) == "fail"]
-    decide = next((walk.tree[n] for n in walk.path if walk.tree[n].kind == "decide"), None)
-    if decide is not None:
-        failed = [check for check in decide.order if walk.status(check) == "fail"][:1]
     return failed[-1] if failed else None
 
 
-def _validated(walk: Walk, deciding) -> bool | None:
-    if deciding is None or "validated" not in deciding.data:
+def _flag(result: ProbeResult | None, key: str) -> bool | None:
+    if result is None or key not in result.data or result.data[key] is None:
         return None
-    return bool(deciding.data["validated"])
+    return bool(result.data[key])
+
+
+def _every_check(walk: Walk, skip: str | None) -> list[str]:
+    """No single cause: what every check found, so that the verdict lists each trial and outcome."""
+    lines = []
+    for node_id in walk.path:
+        result = walk.results.get(node_id)
+        if result is None or node_id == skip:
+            continue
+        lines.append(f"{node_id} {result.status}: {result.summary}")
+        lines += [f"  {line}" for line in result.evidence if "replay" in line or "trial" in line][:6]
+    return lines
 
 
 def _check_ids(walk: Walk) -> list[str]:
@@ -67,13 +91,23 @@ def _check_status(walk: Walk, node_id: str) -> str:
     return walk.results[node_id].status if node_id in walk.results else "skipped"
 
 
-def _exception_evidence(session: Session, branch: str) -> list[str]:
-    if branch not in ("oom", "shape", "crash"):
-        return []
-    exception = next((e for e in reversed(session.events) if e.kind == "exception"), None)
-    if exception is not None:
-        return exception.details[-4:]
-    return [f"script output: {line}" for line in list(session.output)[-5:]]
+def _run_evidence(session: Session, branch: str) -> list[str]:
+    """What the run itself showed: the exception's analysis, a stall, how the process ended."""
+    events = list(session.events)
+    lines = []
+    crash = next((e for e in reversed(events) if e.kind == "crash"), None)
+    if crash is not None and branch in ("oom", "shape", "crash", "learning"):
+        lines += crash.details
+    elif branch in ("oom", "shape", "crash"):
+        exception = next((e for e in reversed(events) if e.kind == "exception"), None)
+        lines += exception.details[-4:] if exception is not None else \
+            [f"script output: {line}" for line in list(session.output)[-5:]]
+    for event in events:
+        if event.kind in ("stall", "no_step_yet", "finding", "manual_updates"):
+            lines.append(f"{event.kind}: {event.message}")
+    if session.exit_code is not None and session.exit_code < 0:
+        lines.append(f"the process ended: {describe_exit(session.exit_code)}")
+    return lines
 
 
 def _healthy_summary(walk: Walk, session: Session) -> str:
@@ -89,6 +123,8 @@ def markdown(report: dict[str, Any], walk: Walk, session: Session) -> str:
     """The report for people: verdict, fix, evidence, checks, figures, the protocol's checklist."""
     lines = [f"# tuidebug diagnosis: {session.target}", "",
              f"**{report['failure_class']}** / `{report['cause']}`: {report['summary']}", ""]
+    if report["partial"]:
+        lines += [f"> partial: {report['partial']}", ""]
     if report["fix"]:
         lines += ["## Fix", "", report["fix"], ""]
     lines += ["## Evidence", ""] + [f"- {line}" for line in report["evidence"]] + [""]
@@ -99,7 +135,11 @@ def markdown(report: dict[str, Any], walk: Walk, session: Session) -> str:
     for text, done in walk.verification():
         mark = "n/a" if done is None else ("x" if done else " ")
         lines.append(f"- [{mark}] {text}" if mark != "n/a" else f"- (n/a) {text}")
-    lines += ["", f"Reproduction: {report['reproduction'] or 'none saved'}; validated: {report['validated']}", ""]
+    reproduction = report["reproduction"]
+    lines += ["", f"Reproduction: {reproduction or 'none saved'}"]
+    if reproduction:
+        lines.append(f"Validate your fix on it: `tuidebug replay {reproduction} {session.target}`")
+    lines.append("")
     return "\n".join(lines)
 
 

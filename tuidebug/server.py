@@ -27,6 +27,7 @@ class AgentServer:
         self.token = secrets.token_hex(16)
         self._dir = tempfile.mkdtemp(prefix="tuidebug-")
         self.address = os.path.join(self._dir, "agent.sock")
+        self.stack_file = os.path.join(self._dir, "stacks.txt")  # where the agent dumps its stacks on SIGUSR1
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.address)
         os.chmod(self.address, 0o600)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tuidebug.tree import Walk, load_tree, preselect
+from tuidebug.tree import Walk
 from tuidebug.protocol import (
     BatchReport, Device, Event, Hello, Memory, Message, ProbeProgress, ProbeResult, State, Step,
 )
@@ -252,21 +252,10 @@ class Session:
     def _on_probe_progress(self, progress: ProbeProgress) -> None:
         self.probe_progress = progress
 
-    def start_walk(self) -> Walk:
-        """A fresh walk of the decision tree, on the branch the run points to now."""
-        branch, reason = preselect(self)
-        with self.lock:
-            self.walk = Walk(load_tree(), branch=branch, reason=reason)
-            self.version += 1
-        return self.walk
-
     def _on_probe_result(self, result: ProbeResult) -> None:
         self.probe_results[result.probe] = result
-        walk = self.walk
-        if walk is not None:
-            for node in walk.tree.checks():
-                if node.probe == result.probe:
-                    walk.record(node.id, result)
+        if self.walk is not None:
+            self.walk.record_probe(result)
         if self.probe_progress is not None and self.probe_progress.run_id == result.run_id:
             self.probe_progress = None
         self.events.append(Event(kind="probe", message=f"{result.probe}: {result.status}: {result.summary}",

@@ -1,30 +1,26 @@
-"""The decision tree: loaded from ``assets/tree.json``, walked over a Session's probe results.
+"""The decision tree: loaded from ``assets/tree.json``, walked over probe results.
 
-Plain Python with no Textual: ``tuidebug diagnose`` walks it automatically, the tree screen walks
-it with the keyboard, and tests walk it directly. The walk never runs a probe itself; it says
-which node is next given the results it was handed.
+Plain data and plain Python, with no Textual and no session: ``tuidebug diagnose`` walks it
+automatically, the tree screen walks it with the keyboard, and tests walk it directly. The walk
+never runs a probe itself; it says which node is next given the results it was handed. Every path
+ends: a check has an edge for every status its probe can return, a decide node always has an
+``otherwise``, and the file is refused when it does not hold together.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from typing import TYPE_CHECKING
+from tuidebug.protocol import ProbeResult
 
-from tuidebug.protocol import Event, ProbeResult
-
-if TYPE_CHECKING:
-    from tuidebug.session import Session
-
-KINDS = {"check", "select", "decide", "observe", "verdict"}
-OOM_PATTERNS = re.compile(r"out of memory|OutOfMemoryError|can't allocate memory|CUBLAS_STATUS_ALLOC_FAILED", re.I)
-SHAPE_PATTERNS = re.compile(
-    r"shape|size mismatch|mat1 and mat2|must match the size|dimension|Expected input batch_size|"
-    r"doesn't match the broadcast|cannot be multiplied|Target size", re.I)
+KINDS = {"check", "select", "decide", "verdict"}
+# What a probe can come back with: its own three, or the runtime's (a probe that raised, was cancelled,
+# or could not run because the training process was gone).
+STATUSES = ("pass", "fail", "inconclusive", "error", "cancelled", "skipped")
+BRANCHES = ("nan", "oom", "shape", "learning", "crash", "stall", "no_step", "healthy")
 
 
 class TreeError(Exception):
@@ -41,10 +37,15 @@ class Node:
     probe: str | None = None
     next: dict[str, str] = field(default_factory=dict)
     order: dict[str, str] = field(default_factory=dict)
+    causes: dict[str, str] = field(default_factory=dict)
     otherwise: str | None = None
     failure_class: str | None = None
     cause: str | None = None
     fix: str = ""
+
+    def targets(self) -> list[str]:
+        return [*self.next.values(), *self.order.values(), *self.causes.values(),
+                *([self.otherwise] if self.otherwise else [])]
 
 
 @dataclass
@@ -58,6 +59,9 @@ class Tree:
 
     def checks(self) -> list[Node]:
         return [n for n in self.nodes.values() if n.kind == "check"]
+
+    def verdicts(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.kind == "verdict"]
 
 
 def load_tree(text: str | None = None) -> Tree:
@@ -80,45 +84,25 @@ def _validate(tree: Tree) -> None:
     if tree.root not in tree.nodes:
         raise TreeError(f"root {tree.root!r} is not a node")
     for node in tree.nodes.values():
-        targets = list(node.next.values()) + list(node.order.values()) + ([node.otherwise] if node.otherwise else [])
-        for target in targets:
+        for target in node.targets():
             if target not in tree.nodes:
                 raise TreeError(f"node {node.id}: next node {target!r} does not exist")
-        if node.kind == "check" and not node.probe:
-            raise TreeError(f"check {node.id} names no probe")
+        if node.kind == "check":
+            if not node.probe:
+                raise TreeError(f"check {node.id} names no probe")
+            missing = [s for s in STATUSES if s not in node.next] if "*" not in node.next else []
+            if missing:
+                raise TreeError(f"check {node.id} has no edge for {', '.join(missing)} (add them or '*')")
+        if node.kind == "select" and "*" not in node.next:
+            missing = [b for b in BRANCHES if b not in node.next]
+            if missing:
+                raise TreeError(f"select {node.id} has no edge for {', '.join(missing)} (add them or '*')")
+        if node.kind == "decide" and not node.otherwise:
+            raise TreeError(f"decide {node.id} has no 'otherwise'")
         if node.kind == "verdict" and not (node.failure_class and node.cause):
             raise TreeError(f"verdict {node.id} has no failure class or cause")
-        if node.kind != "verdict" and not targets:
+        if node.kind != "verdict" and not node.targets():
             raise TreeError(f"node {node.id} leads nowhere")
-
-
-def preselect(session: Session) -> tuple[str, str]:
-    """The branch the live run points to, and why."""
-    with session.lock:
-        events = list(session.events)
-        first_nonfinite = session.counters.first_nonfinite_step
-        steps = session.step
-    exception = next((e for e in reversed(events) if e.kind == "exception"), None)
-    nonfinite = next((e for e in events if e.kind in ("nonfinite_loss", "nonfinite_grad")), None)
-    if nonfinite is not None or first_nonfinite is not None:
-        step = nonfinite.step if nonfinite is not None else first_nonfinite
-        return "nan", f"non-finite value at step {step}: {nonfinite.message if nonfinite else ''}".rstrip(": ")
-    if exception is not None:
-        return _classify(exception)
-    end = next((e for e in reversed(events) if e.kind == "script_end"), None)
-    if end is not None and not end.message.endswith(" 0"):
-        return "crash", end.message
-    if steps == 0:
-        return "no_step", "the script ran no optimizer step" + (" before it ended" if end else " in the window")
-    return "healthy", "no non-finite value, no exception in the run so far"
-
-
-def _classify(exception: Event) -> tuple[str, str]:
-    if OOM_PATTERNS.search(exception.message):
-        return "oom", f"the script ran out of memory: {exception.message}"
-    if SHAPE_PATTERNS.search(exception.message):
-        return "shape", f"shape error: {exception.message}"
-    return "crash", f"the script raised {exception.message}"
 
 
 @dataclass
@@ -147,6 +131,12 @@ class Walk:
     def record(self, node_id: str, result: ProbeResult) -> None:
         self.results[node_id] = result
 
+    def record_probe(self, result: ProbeResult) -> None:
+        """A probe's result, recorded for every check that runs that probe."""
+        for node in self.tree.checks():
+            if node.probe == result.probe:
+                self.record(node.id, result)
+
     def status(self, node_id: str) -> str:
         """not run, pass, fail, inconclusive... for a check; visited / not visited for the rest."""
         if node_id in self.results:
@@ -155,7 +145,7 @@ class Walk:
 
     def suggested_next(self) -> str | None:
         """The node after the current one, given the results so far; None at a verdict or while
-        the current check has no result yet."""
+        the current check has no result yet. Every other node has a next one (see _validate)."""
         node = self.node
         if node.kind == "verdict":
             return None
@@ -164,13 +154,17 @@ class Walk:
             if result is None:
                 return None
             outcome = result.data.get("outcome", result.status)
-            return node.next.get(outcome) or node.next.get(result.status) or node.next.get("*")
+            return node.next.get(outcome) or node.next.get(result.status) or node.next["*"]
         if node.kind == "select":
-            return node.next.get(self.branch) or node.next.get("*")
-        if node.kind == "decide":
-            failed = [check for check in node.order if self.status(check) == "fail"]
-            return node.order[failed[0]] if failed else node.otherwise
-        return node.next.get("*")
+            return node.next.get(self.branch) or node.next["*"]
+        return self._decide(node)
+
+    def _decide(self, node: Node) -> str:
+        failed = [check for check in node.order if self.status(check) == "fail"]
+        if not failed:
+            return node.otherwise
+        cause = self.results[failed[0]].data.get("cause")
+        return node.causes.get(cause) or node.order[failed[0]]
 
     def advance(self) -> str | None:
         target = self.suggested_next()
@@ -179,14 +173,22 @@ class Walk:
             self.path.append(target)
         return target
 
+    def skip(self, node_id: str, why: str) -> None:
+        """Record a check that could not run (the process is gone, the deadline passed)."""
+        probe = self.tree[node_id].probe or node_id
+        self.record(node_id, ProbeResult(run_id=0, probe=probe, status="skipped", summary=why))
+
     def verification(self) -> list[tuple[str, bool | None]]:
-        """The protocol's verification items: True done, False not done, None not applicable."""
+        """The protocol's verification items: True done, False not done, None not applicable.
+        A check counts as done only when it produced a finding (pass or fail)."""
         items = []
         for item in self.tree.verification:
             if item.get("branch") and item["branch"] != self.branch:
                 items.append((item["text"], None))
+            elif item.get("confirmed"):
+                items.append((item["text"], any(r.data.get("confirmed") for r in self.results.values())))
             elif item.get("validated"):
                 items.append((item["text"], any(r.data.get("validated") for r in self.results.values())))
             else:
-                items.append((item["text"], all(c in self.results for c in item["checks"])))
+                items.append((item["text"], all(self.status(c) in ("pass", "fail") for c in item["checks"])))
         return items

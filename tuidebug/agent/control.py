@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tuidebug.agent.bundle import BundleError, save_bundle
-from tuidebug.probes.batch import batch_report
+from tuidebug.agent.inspector import batch_report
 from tuidebug.protocol import Command, State
 
 if TYPE_CHECKING:

@@ -3,34 +3,45 @@
 Everything here runs inside the user's process on their training thread, so every method does
 the least it can: it keeps references to tensors and leaves reading their values to the writer
 thread (``resolve``). A step ends at the first optimizer's step post-hook (or a step the
-GradScaler skipped); the step count is the number of such iterations.
+GradScaler skipped); loops that update their parameters by hand, with no optimizer, count a step
+per backward pass once the parameters are seen to change between two of them.
 """
 
 from __future__ import annotations
 
 import collections
+import gc
 import math
 import os
+import sys
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from tuidebug.agent.bundle import bundle_snapshot, load_bundle
 from tuidebug.agent.client import AgentClient
+from tuidebug.agent.crash import FailedLoss, FailedModule
 from tuidebug.agent.control import Control
+from tuidebug.agent.facts import Facts, SchedulerCalls, sampled
 from tuidebug.agent.gradients import parameters_with_grad, per_parameter_norms, total_norm_now, total_of
-from tuidebug.agent.probing import ProbeRuntime
+from tuidebug.agent.memory import process_rss
+from tuidebug.agent.probing import MODEL_CALL, ProbeRuntime, StepInputs
 from tuidebug.agent.snapshot import Snapshot
+from tuidebug.batches import batch_size_of, tensors_in
 from tuidebug.protocol import Event, Step
+from tuidebug.sites import Site, is_user_file, user_site
 
 MAX_LOSSES_PER_STEP = 256
-HISTORY_STEPS = 512
+HISTORY_STEPS = 2048
 MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss the climb to it
 CHECKPOINT_BUDGET = 0.005  # of the step time; the interval stays within [every, 2 * every] steps
+LOADER_RECENT = 2  # a loop fed its latest batch from a DataLoader this few steps ago: it uses one
+MANUAL_PROBES = 8  # backward passes watched for parameters changing without an optimizer
 
 # The agent of this process, for ``tuidebug.watch``; None when not running under tuidebug.
 CURRENT: Agent | None = None
@@ -46,6 +57,8 @@ class AgentConfig:
     keep_batches: int = 4
     checkpoint_every: int = 25
     checkpoint_max_params: int = 50_000_000
+    memory_every: int = 5  # steps between memory readings at the step boundary (for the leak check)
+    copy_post_mortem: bool = True  # after the script ended, probes train a copy (diagnose re-runs instead)
     replay: str | None = None  # a reproduction bundle to re-run once the model and optimizer are seen
 
     @classmethod
@@ -75,8 +88,12 @@ class Observed:
     output: weakref.ref | None = None
     criterion: torch.nn.Module | None = None
     criterion_targets: tuple = ()
+    loss_function: tuple[Callable, Any, dict] | None = None  # a functional loss of the model's output
+    output_paths: dict[int, Any] = field(default_factory=dict)  # id of each tensor in the output -> its key
+    loss_key: Any = None  # the key of the model's output that went backward (a model returning its loss)
     watch_loss: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None
     stateful: list[weakref.ref] = field(default_factory=list)  # LR schedulers, grad scalers, in creation order
+    module_names: dict[int, str] = field(default_factory=dict)  # id(module) -> its path in the model
 
     def stateful_objects(self) -> list[Any]:
         return [obj for ref in self.stateful if (obj := ref()) is not None]
@@ -84,11 +101,12 @@ class Observed:
 
 @dataclass
 class Failure:
-    """The first non-finite value: the step it happened in, and the batches that led to it."""
+    """The first non-finite value: the step it happened in, and the inputs that led to it."""
 
     step: int
     reason: str
     recent: list[Captured]
+    inputs: list[StepInputs] = field(default_factory=list)
     trials: dict[tuple, Any] = field(default_factory=dict)  # replays already run, shared by the probes
 
 
@@ -124,17 +142,26 @@ class Agent:
         self.script_running = True
         self.step = 0
         self.observed = Observed()
+        self.facts = Facts()
+        self.crash: Any = None  # the analysed exception of the script (``crash.Crash``), set post-mortem
         self.optimizers: list[torch.optim.Optimizer] = []
         self.batches: collections.deque[Captured] = collections.deque(maxlen=config.keep_batches)
+        self.step_inputs: collections.deque[StepInputs] = collections.deque(maxlen=config.keep_batches)
         self.history: collections.deque[Step] = collections.deque(maxlen=HISTORY_STEPS)
         self.loaders: dict[int, weakref.ref] = {}
         self.failure: Failure | None = None
         self.checkpoints: collections.deque[tuple[int, Snapshot]] = collections.deque(maxlen=2)
+        self.manual_updates = False  # parameters updated by hand, no optimizer: a step per backward
+        self.tracing_outputs = True  # remember which module made each output (sampled steps only)
+        self._outputs: dict[int, str] = {}
         self._checkpoint_numel: int | None = None
         self._next_checkpoint = 1
         self._primary: weakref.ref | None = None
         self._losses: list[torch.Tensor] = []
+        self._loss_targets: list[Any] = []
+        self._loss_calls = 0
         self._backward_calls = 0
+        self._backward_since_step = 0
         self._norms: list[torch.Tensor] = []
         self._layer: tuple[list[str], list[torch.Tensor]] | None = None
         self._stepped = False
@@ -144,6 +171,11 @@ class Agent:
         self._param_names: dict[int, str] = {}
         self._scaled: tuple[weakref.ref, torch.Tensor] | None = None
         self._skips_reported = 0
+        self._fingerprint: torch.Tensor | None = None
+        self._watched_backwards = 0
+        self._lightning: weakref.ref | None = None
+        self.failed_module: FailedModule | None = None  # the innermost module whose forward raised
+        self.failed_loss: FailedLoss | None = None  # the loss call that raised
 
     def active(self) -> bool:
         """Hooks do nothing outside the training process's main thread (forked workers, DataParallel)."""
@@ -159,11 +191,67 @@ class Agent:
     def event(self, kind: str, message: str, details: list[str] | None = None) -> None:
         self.send(Event(kind=kind, message=message, time=time.time(), step=self.step, details=details or []))
 
-    # --- observations from the hooks -------------------------------------------------------
+    # --- what probes read (``tuidebug.probe_api.RunView``) -----------------------------------
 
     @property
     def model(self) -> torch.nn.Module | None:
         return self.observed.model
+
+    def loop_uses_loader(self) -> bool:
+        """Whether the loop's latest steps were fed by a DataLoader (its batches can be replayed)."""
+        return bool(self.batches) and self.batches[-1].step >= self.step + 1 - LOADER_RECENT
+
+    def dataset(self) -> Any:
+        loader_ref = self.loaders.get(self.batches[-1].source) if self.batches else None
+        loader = loader_ref() if loader_ref is not None else None
+        return getattr(loader, "dataset", None)
+
+    def lightning_module(self) -> torch.nn.Module | None:
+        """The LightningModule that trains the model, if the loop is Lightning's: the model itself, or
+        the module that holds it (``self.net``)."""
+        if self._lightning is not None:
+            return self._lightning()
+        models = self.observed.models
+        if not models or "lightning" not in sys.modules and "pytorch_lightning" not in sys.modules:
+            return None
+        found = next((m for m in models if _is_lightning(m)), None)
+        if found is None:
+            wanted = {id(m) for m in models}
+            found = next((o for o in gc.get_objects() if isinstance(o, torch.nn.Module) and _is_lightning(o)
+                          and any(id(m) in wanted for m in o.modules())), None)
+        if found is not None:
+            self._lightning = weakref.ref(found)
+        return found
+
+    def model_inputs(self) -> tuple[tuple, dict] | None:
+        return self.observed.model_inputs
+
+    def known_models(self) -> list[torch.nn.Module]:
+        return list(self.observed.models)
+
+    def user_frames(self) -> list[Any]:
+        frame = sys._current_frames().get(self.thread_id)
+        frames = []
+        while frame is not None:
+            if is_user_file(frame.f_code.co_filename):
+                frames.append(frame)
+            frame = frame.f_back
+        return frames
+
+    def uses_grad_scaler(self) -> bool:
+        return any(isinstance(obj, torch.amp.GradScaler) for obj in self.observed.stateful_objects())
+
+    def load_case(self, path: str) -> tuple[dict[str, Any], Snapshot, list[Any]]:
+        """A reproduction bundle: its metadata, the state to replay from (in the script's own model
+        and optimizer) and its batches."""
+        meta, state, batches = load_bundle(path)
+        return meta, bundle_snapshot(self, state, meta.get("scheduler_steps", [])), batches
+
+    def module_of(self, tensor: Any) -> str | None:
+        """The path of the module whose output ``tensor`` is (seen on sampled steps)."""
+        return self._outputs.get(id(tensor))
+
+    # --- observations from the hooks -------------------------------------------------------
 
     def on_top_level_call(self, module: torch.nn.Module, args: tuple) -> None:
         """An outermost module call: the model if it has parameters, else maybe the loss module."""
@@ -173,16 +261,101 @@ class Agent:
             return
         if next(module.parameters(), None) is not None:
             self._new_model(module)
+            if module is self.observed.model and not self.probes.replaying:
+                self.on_model_call(args, {})  # its own hook (with kwargs) is in place from the next call on
         elif isinstance(module, torch.nn.modules.loss._Loss) and args and seen.output is not None:
             if seen.output() is args[0]:  # the loss of the model's own output: replayable on a copy
                 seen.criterion, seen.criterion_targets = module, tuple(args[1:])
 
-    def on_model_inputs(self, args: tuple, kwargs: dict) -> None:
+    def on_model_call(self, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        """The model is called (its own pre-hook, with kwargs): remember the inputs; while a probe
+        replays a loop without a DataLoader, this is the hand-off point and the inputs are replaced."""
+        if self.probes.wants_replay(MODEL_CALL) and self.probes.at_iteration_boundary():
+            inputs = self.probes.next_input(lambda: StepInputs(self.step + 1, args, kwargs, [], None))
+            if inputs.args is args and inputs.kwargs is kwargs:
+                return None
+            return inputs.args, inputs.kwargs
         self.observed.model_inputs = (args, kwargs)
         self.observed.input_size = batch_size_of((args, kwargs))
+        if not self.loop_uses_loader():
+            self._loss_targets = []
+            self.step_inputs.append(StepInputs(self.step + 1, args, kwargs, self._loss_targets,
+                                               self.observed.input_size))
+        return None
 
     def on_model_output(self, output: Any) -> None:
-        self.observed.output = weakref.ref(output) if isinstance(output, torch.Tensor) else None
+        seen = self.observed
+        seen.output = weakref.ref(output) if isinstance(output, torch.Tensor) else None
+        if isinstance(output, torch.Tensor):
+            if output.grad_fn is not None and not self.probes.replaying:
+                self.facts.tag_graph(output, self.step + 1, "model output")
+        elif isinstance(output, (tuple, list)):
+            seen.output_paths = {id(v): i for i, v in enumerate(output) if isinstance(v, torch.Tensor)}
+        elif isinstance(output, dict):
+            seen.output_paths = {id(v): k for k, v in output.items() if isinstance(v, torch.Tensor)}
+
+    def on_module_output(self, module: torch.nn.Module, output: Any) -> None:
+        """Any module's output on a sampled step: which module made it (for loss-input checks)."""
+        if isinstance(output, torch.Tensor):
+            name = self.observed.module_names.get(id(module))
+            if name is not None:
+                self._outputs[id(output)] = f"{name} ({type(module).__name__})"
+
+    def on_loss_call(self, function: str, input: Any, target: Any, call: Callable, kwargs: dict) -> Any:
+        """A loss function is called with (input, target): observe it on sampled steps, keep the
+        target for replays of loops without a DataLoader; returns the target to use."""
+        if self.probes.replaying:
+            return self.probes.replay_target(target)
+        seen = self.observed
+        if seen.criterion is None and seen.output is not None and seen.output() is input:
+            seen.loss_function = (call, target, kwargs)
+        index = self._loss_calls
+        self._loss_calls += 1
+        self._loss_targets.append(target)
+        if sampled(self.step + 1) or index not in self.facts.loss_calls:
+            self.facts.observe_loss(index, function, input, target, self.module_of)
+            if index == 0 and self.batches:
+                self.facts.target_path = batch_path_of(target, self.batches[-1].batch)
+        return target
+
+    def on_module_error(self, module: torch.nn.Module, args: tuple) -> None:
+        """A module's forward raised; the first one to say so is the innermost."""
+        if self.failed_module is None or self.failed_module.step != self.step:
+            name = self.observed.module_names.get(id(module), type(module).__name__)
+            self.failed_module = FailedModule(module, name, list(args), self.step)
+
+    def on_loss_error(self, function: str, input: Any, target: Any) -> None:
+        self.failed_loss = FailedLoss(function, input, target, self.step)
+
+    def on_optimizer_created(self, optimizer: torch.optim.Optimizer) -> None:
+        site = user_site()
+        if site is not None:
+            self.facts.source_files.add(site.path)
+        self.facts.optimizer_sites.append((type(optimizer).__name__, str(site) if site else "?"))
+        del self.facts.optimizer_sites[:-8]
+
+    def on_eval_called(self, module: torch.nn.Module, caller: Any) -> None:
+        """``module.eval()`` (or ``train(False)``) called from the user's own code: where, for the mode check."""
+        frame = caller.f_back if caller is not None and caller.f_code.co_name == "eval" else caller
+        if frame is not None and is_user_file(frame.f_code.co_filename):
+            self.facts.eval_sites[id(module)] = str(Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+
+    def on_one_hot(self, num_classes: int, width: int) -> None:
+        if num_classes == -1:
+            site = user_site()
+            self.facts.one_hot.setdefault(str(site) if site else "?", set()).add(width)
+
+    def on_scheduler_step(self, scheduler: Any) -> None:
+        """``scheduler.step()``: counted, with the line of the script's own call (the first call comes
+        from the scheduler's constructor, so the site is taken from the calls after it)."""
+        calls = self.facts.schedulers.get(id(scheduler))
+        if calls is None:
+            calls = SchedulerCalls(type(scheduler).__name__, "?", 0, self.step, weakref.ref(scheduler))
+            self.facts.schedulers[id(scheduler)] = calls
+        elif calls.calls <= 2:
+            site = user_site()
+            calls.site = str(site) if site else "?"
+        calls.calls += 1
 
     def _new_model(self, module: torch.nn.Module) -> None:
         """A model seen for the first time is announced and named; several models (a GAN) take turns
@@ -194,6 +367,7 @@ class Agent:
             count = sum(p.numel() for p in module.parameters())
             self.event("model", f"{type(module).__name__} with {count:,} parameters")
             self._param_names.update({id(p): name for name, p in module.named_parameters()})
+            seen.module_names.update({id(m): name or type(m).__name__ for name, m in module.named_modules()})
             self.on_new_model(module)
         seen.model = module
 
@@ -216,7 +390,7 @@ class Agent:
     def on_batch(self, fetch: Callable[[], Any], epoch: int | None, source: int) -> Any:
         """The batch the loop gets next: normally ``fetch()``'s, the DataLoader's own."""
         if self.probes.wants_replay(source):
-            return self.probes.next_batch(lambda: self._capture(fetch(), epoch, source))
+            return self.probes.next_input(lambda: self._capture(fetch(), epoch, source))
         batch = self._capture(fetch(), epoch, source)
         self.control.safe_point("batch")
         if self.config.replay and self.model is not None and self.optimizers:
@@ -241,6 +415,10 @@ class Agent:
 
     def on_loader(self, loader: Any) -> None:
         self.loaders[id(loader)] = weakref.ref(loader)
+        try:
+            self.facts.epoch_length = len(loader)
+        except TypeError:  # an iterable dataset has no length
+            pass
 
     def checkpoint_before_failure(self) -> tuple[int, Snapshot, int] | None:
         """(step, snapshot, steps from it to the failure) of the latest checkpoint at least
@@ -255,7 +433,7 @@ class Agent:
 
     def remember_failure(self, reason: str) -> None:
         if self.failure is None:
-            self.failure = Failure(self.step + 1, reason, list(self.batches))
+            self.failure = Failure(self.step + 1, reason, list(self.batches), list(self.step_inputs))
 
     def take_snapshot(self) -> Snapshot:
         return Snapshot.take(self.observed.models, self.optimizers, self.observed.stateful_objects())
@@ -271,12 +449,30 @@ class Agent:
             loss = tensor.detach()
         self._scaled = None
         if self.probes.replaying:
-            self.probes.record_loss(loss)
+            self.probes.record_loss(loss, tensor)
             return
+        if self.observed.output_paths and id(tensor) in self.observed.output_paths:
+            self.observed.loss_key = self.observed.output_paths[id(tensor)]
+        if self.facts.backward_site is None:
+            site = user_site()
+            self.facts.backward_site = str(site) if site else "?"
+        if not tensor.requires_grad and self.facts.backward_without_graph is None:
+            site = user_site()
+            self.facts.backward_without_graph = str(site) if site else "?"
+        if self._backward_since_step == 0:
+            self._first_backward_of_step()
+        self._backward_since_step += 1
+        self.facts.backward_total += 1
+        if self.manual_updates and self._losses:
+            self._finish_step(skipped=False)  # the previous iteration updated by hand: it was a step
         if len(self._losses) >= MAX_LOSSES_PER_STEP:  # fold long accumulations into one sum
             self._losses = [torch.stack([t.reshape(()) for t in self._losses]).sum()]
         self._losses.append(loss)
         self._backward_calls += 1
+        self.facts.tag_graph(tensor, self.step + 1, "loss")
+        if self._primary is None and not self.manual_updates and self.facts.backward_total % 5 == 0:
+            for code, text, details in self.facts.new_findings(self.step):
+                self.event("finding", f"{code}: {text}", details)
         value = loss.item() if self.config.break_on_nan else 0.0  # one host sync, only while armed
         if not math.isfinite(value):
             self.event("nonfinite_loss", f"non-finite loss ({value:g}) before backward")
@@ -284,29 +480,92 @@ class Agent:
         else:
             self.control.safe_point("backward")
 
+    def _first_backward_of_step(self) -> None:
+        """At the first backward since the last step, on sampled steps: were the gradients reset?
+        And, while no optimizer has been seen, did the parameters change since the last backward?"""
+        model = self.model
+        if model is None:
+            return
+        param = next((p for p in model.parameters() if p.requires_grad), None)
+        if param is None:
+            return
+        if sampled(self.step + 1) and self._primary is not None:
+            stale = param.grad is not None and bool(param.grad.detach().any())
+            self.facts.stale_grads.append((self.step + 1, stale))
+            del self.facts.stale_grads[:-50]
+        if self._primary is None and not self.manual_updates and self._watched_backwards < MANUAL_PROBES:
+            self._watched_backwards += 1
+            now = param.detach().flatten()[:64].clone()
+            if self._fingerprint is not None and not torch.equal(now, self._fingerprint):
+                self.manual_updates = True
+                self.facts.manual_updates += 1
+                self.event("manual_updates", "parameters change between backward passes without an optimizer: "
+                           "a step is counted per backward pass")
+            self._fingerprint = now
+
+    def after_backward(self) -> None:
+        """After the outermost backward, in loops that update by hand: the step's gradient norms."""
+        if not self.manual_updates or self.probes.replaying or self.model is None:
+            return
+        params = [p for p in self.model.parameters() if p.grad is not None and not p.grad.is_sparse]
+        self._norms = per_parameter_norms(params)
+        if self._wants_layers():
+            self._layer = ([self._param_name(p, i) for i, p in enumerate(params)], self._norms)
+        self._check_gradients_finite(self._norms)
+
     def current_losses(self) -> list[torch.Tensor]:
         """The losses of the step in progress (at a break, the failing one)."""
         return list(self._losses)
 
-    def before_step(self, optimizer: torch.optim.Optimizer) -> None:
+    def before_step(self, optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        """The optimizer's step pre-hook. With a closure (Lightning, LBFGS) the gradients exist only
+        once the closure has run: it is wrapped, and the gradients are read when it returns."""
         if self.probes.replaying:
             self.probes.before_replay_step(optimizer)
-            return
+            return None
         if optimizer not in self.optimizers:
             self.optimizers.append(optimizer)
+            self.facts.optimizers = len(self.optimizers)
             groups = len(optimizer.param_groups)
             self.event("optimizer", f"{type(optimizer).__name__} with {groups} param group(s)")
         if self._primary is None:
             self._primary = weakref.ref(optimizer)
         self._stepped = True
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args[0] is the optimizer itself
+        if not callable(closure):
+            self.gradients_ready(optimizer)
+            return None
+        ran = [False]
+
+        def measured_closure() -> Any:
+            result = closure()
+            if not ran[0]:
+                ran[0] = True
+                self.gradients_ready(optimizer)
+            return result
+
+        return args[:1], {**{k: v for k, v in kwargs.items() if k != "closure"}, "closure": measured_closure}
+
+    def gradients_ready(self, optimizer: torch.optim.Optimizer) -> None:
+        """The gradients the optimizer is about to apply: their norms, and a break if not finite."""
         params = parameters_with_grad(optimizer)
+        step = self.step + 1
+        if optimizer is self._primary() and self.model is not None and sampled(step):
+            self.facts.check_gradients(step, self.model)
+            self.facts.mode_checks.append((step, self.model.training))
+            del self.facts.mode_checks[:-50]
+            if step <= 2:
+                self.facts.check_parameters(self.model, self.optimizers)
         norms = per_parameter_norms(params)
         if not norms:
             return
         self._norms.extend(norms)
         if self._wants_layers() and optimizer is self._primary():
             self._layer = ([self._param_name(p, i) for i, p in enumerate(params)], norms)
-        if self.config.break_on_nan:
+        self._check_gradients_finite(norms)
+
+    def _check_gradients_finite(self, norms: list[torch.Tensor]) -> None:
+        if self.config.break_on_nan and norms:
             total = total_norm_now(norms)
             if not math.isfinite(total):
                 self.event("nonfinite_grad", f"non-finite gradient norm ({total:g}) before optimizer step")
@@ -336,6 +595,11 @@ class Agent:
     def on_warning(self, text: str) -> None:
         self.event("warning", text)
 
+    def loop_ended(self) -> None:
+        """The script ended: a loop that updates by hand has its last iteration still open."""
+        if self.manual_updates and self._losses:
+            self._finish_step(skipped=False)
+
     # --- steps ----------------------------------------------------------------------------
 
     def _finish_step(self, skipped: bool) -> None:
@@ -355,7 +619,15 @@ class Agent:
             record.ready = torch.cuda.Event()
             record.ready.record()
         self._losses, self._norms, self._layer, self._backward_calls = [], [], None, 0
+        self._backward_since_step, self._loss_calls, self._loss_targets = 0, 0, []
         self._last_step_end = now
+        if self.step % max(1, self.config.memory_every) == 0:
+            self.facts.record_memory(self.step, process_rss(), record.cuda_allocated)
+        self.tracing_outputs = sampled(self.step + 1)
+        self._outputs.clear()
+        if sampled(self.step):
+            for code, text, details in self.facts.new_findings(self.step):
+                self.event("finding", f"{code}: {text}", details)
         if self.client is not None:
             self.client.send_metric(record)
         self._maybe_checkpoint(record.step_seconds)
@@ -389,24 +661,18 @@ class Agent:
         return self._param_names.get(id(param), f"param{index}")
 
 
-def batch_size_of(batch: Any, depth: int = 0) -> int | None:
-    """The leading dimension of the first tensor in a batch of any nesting."""
-    if isinstance(batch, torch.Tensor):
-        return int(batch.shape[0]) if batch.dim() > 0 else None
-    if depth > 4:
+def _is_lightning(module: torch.nn.Module) -> bool:
+    return any(cls.__name__ == "LightningModule" for cls in type(module).__mro__)
+
+
+def batch_path_of(tensor: Any, batch: Any) -> str | None:
+    """Where in the batch ``tensor`` comes from (the same tensor, or a view of the same storage)."""
+    if not isinstance(tensor, torch.Tensor):
         return None
-    if isinstance(batch, dict):
-        values = batch.values()
-    elif isinstance(batch, (list, tuple)):
-        values = batch
-    elif hasattr(batch, "__dataclass_fields__"):
-        values = (getattr(batch, name) for name in batch.__dataclass_fields__)
-    else:
-        return None
-    for value in values:
-        size = batch_size_of(value, depth + 1)
-        if size is not None:
-            return size
+    storage = tensor.untyped_storage().data_ptr()
+    for path, candidate in tensors_in(batch):
+        if candidate is tensor or (candidate.device == tensor.device and candidate.untyped_storage().data_ptr() == storage):
+            return path
     return None
 
 

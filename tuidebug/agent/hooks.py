@@ -9,6 +9,7 @@ threads, and while Dynamo traces. No global backward hooks: they rewrite the aut
 from __future__ import annotations
 
 import functools
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,7 @@ def install(agent: Agent) -> list[Callable[[], None]]:
         _install_grad_scaler_hooks(agent),
         _install_state_hooks(agent),
         _install_warning_hook(agent),
+        _install_loss_hooks(agent),
     ]
 
 
@@ -58,12 +60,18 @@ def _install_module_hooks(agent: Agent) -> Callable[[], None]:
         depth[0] += 1
 
     def after_forward(module: torch.nn.Module, args: Any, output: Any) -> None:
-        if not _is_compiling():
-            depth[0] -= 1
+        if _is_compiling():
+            return
+        depth[0] -= 1
+        if output is None and sys.exc_info()[0] is not None and agent.active():
+            agent.on_module_error(module, args)  # forward raised: always_call hooks run with no output
+        elif agent.tracing_outputs and agent.active():
+            agent.on_module_output(module, output)
 
-    def model_inputs(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    def model_inputs(module: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
         if not _is_compiling() and agent.active():
-            agent.on_model_inputs(args, kwargs)
+            return agent.on_model_call(args, kwargs)
+        return None
 
     def model_output(module: torch.nn.Module, args: tuple, output: Any) -> None:
         if not _is_compiling() and agent.active():
@@ -74,10 +82,25 @@ def _install_module_hooks(agent: Agent) -> Callable[[], None]:
         handles.append(module.register_forward_pre_hook(model_inputs, with_kwargs=True))
         handles.append(module.register_forward_hook(model_output))
 
+    ours = {model_inputs, model_output}
+
+    def wrap_getstate(original: Callable) -> Callable:
+        # torch.save(model) and deepcopy pickle the module's hook dicts: leave ours out, so that the
+        # script saves what it would save without tuidebug (a closure cannot be pickled at all).
+        def getstate(self: torch.nn.Module) -> dict:
+            state = original(self)
+            for key in ("_forward_pre_hooks", "_forward_hooks"):
+                hooks = state.get(key)
+                if hooks and any(hook in ours for hook in hooks.values()):
+                    state[key] = type(hooks)((k, h) for k, h in hooks.items() if h not in ours)
+            return state
+        return getstate
+
     agent.on_new_model = watch_model
     handles.append(module_hooks.register_module_forward_pre_hook(before_forward))
     handles.append(module_hooks.register_module_forward_hook(after_forward, always_call=True))
-    return lambda: [handle.remove() for handle in handles]
+    undo_getstate = _replace(torch.nn.Module, "__getstate__", wrap_getstate)
+    return lambda: ([handle.remove() for handle in handles], undo_getstate())
 
 
 def _install_dataloader_hooks(agent: Agent) -> Callable[[], None]:
@@ -112,13 +135,17 @@ def _install_backward_hook(agent: Agent) -> Callable[[], None]:
 
     def wrap(original: Callable) -> Callable:
         def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-            if depth[0] == 0 and isinstance(tensors, torch.Tensor) and tensors.numel() == 1 and agent.active():
+            outermost = depth[0] == 0 and isinstance(tensors, torch.Tensor) and tensors.numel() == 1 and agent.active()
+            if outermost:
                 agent.on_backward(tensors)
             depth[0] += 1  # reentrant checkpointing calls backward inside backward
             try:
-                return original(tensors, *args, **kwargs)
+                result = original(tensors, *args, **kwargs)
             finally:
                 depth[0] -= 1
+            if outermost:
+                agent.after_backward()
+            return result
         return backward
 
     return _replace(torch.autograd, "backward", wrap)
@@ -127,9 +154,10 @@ def _install_backward_hook(agent: Agent) -> Callable[[], None]:
 def _install_optimizer_hooks(agent: Agent) -> Callable[[], None]:
     """The last moment before weights change (final gradients), and the step boundary."""
 
-    def before(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def before(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
         if agent.active():
-            agent.before_step(optimizer)
+            return agent.before_step(optimizer, args, kwargs)
+        return None
 
     def after(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if agent.active():
@@ -172,7 +200,8 @@ def _current_scale(scaler: Any) -> float | None:
 
 
 def _install_state_hooks(agent: Agent) -> Callable[[], None]:
-    """LR schedulers (probes restore them), and no checkpoint writes while a probe borrows the loop."""
+    """LR schedulers (probes restore them, the learning checks count their steps), and no checkpoint
+    writes while a probe borrows the loop."""
 
     def wrap_init(original: Callable) -> Callable:
         def init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -181,6 +210,30 @@ def _install_state_hooks(agent: Agent) -> Callable[[], None]:
                 agent.on_stateful(self)
         return init
 
+    def wrap_step(original: Callable) -> Callable:
+        def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if agent.active():
+                if agent.probes.schedule_frozen():
+                    return None
+                if not agent.probes.replaying:
+                    agent.on_scheduler_step(self)
+            return original(self, *args, **kwargs)
+        return step
+
+    def wrap_optimizer_init(original: Callable) -> Callable:
+        def init(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            if agent.active():
+                agent.on_optimizer_created(self)
+        return init
+
+    def wrap_train(original: Callable) -> Callable:
+        def train(self: torch.nn.Module, mode: bool = True) -> Any:
+            if not mode and agent.active():
+                agent.on_eval_called(self, sys._getframe(1))
+            return original(self, mode)
+        return train
+
     def wrap_save(original: Callable) -> Callable:
         def save(*args: Any, **kwargs: Any) -> Any:
             if agent.probes.replaying and agent.active():
@@ -188,8 +241,10 @@ def _install_state_hooks(agent: Agent) -> Callable[[], None]:
             return original(*args, **kwargs)
         return save
 
-    return _undo_all(_replace(torch.optim.lr_scheduler.LRScheduler, "__init__", wrap_init),
-                     _replace(torch, "save", wrap_save))
+    scheduler = torch.optim.lr_scheduler.LRScheduler
+    return _undo_all(_replace(scheduler, "__init__", wrap_init), _replace(scheduler, "step", wrap_step),
+                     _replace(torch.optim.Optimizer, "__init__", wrap_optimizer_init),
+                     _replace(torch.nn.Module, "train", wrap_train), _replace(torch, "save", wrap_save))
 
 
 def _install_warning_hook(agent: Agent) -> Callable[[], None]:
@@ -203,6 +258,54 @@ def _install_warning_hook(agent: Agent) -> Callable[[], None]:
         return showwarning
 
     return _replace(warnings, "showwarning", wrap)
+
+
+# The functional losses (the nn.Module losses call them too): (input, target) as their first two arguments.
+LOSS_FUNCTIONS = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
+                  "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "poisson_nll_loss",
+                  "soft_margin_loss", "multilabel_soft_margin_loss", "multi_margin_loss")
+
+
+def _install_loss_hooks(agent: Agent) -> Callable[[], None]:
+    """Every call of a loss function: its input and target are observed (shapes, ranges, what made
+    the input), and replays of loops without a DataLoader put the captured target back. One-hot
+    encodings made without ``num_classes`` are noted: their width follows the batch's largest label."""
+    import torch.nn.functional as F
+
+    depth = [0]
+
+    def wrap_loss(original: Callable) -> Callable:
+        name = original.__name__
+
+        def loss(input: Any, target: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if depth[0] == 0 and agent.active() and not _is_compiling():
+                if target is None and "target" in kwargs:
+                    kwargs["target"] = agent.on_loss_call(name, input, kwargs["target"], original, kwargs)
+                else:
+                    target = agent.on_loss_call(name, input, target, original, kwargs)
+            depth[0] += 1
+            try:
+                if target is None:
+                    return original(input, *args, **kwargs)
+                return original(input, target, *args, **kwargs)
+            except Exception:
+                if depth[0] == 1 and agent.active():
+                    agent.on_loss_error(name, input, target if target is not None else kwargs.get("target"))
+                raise
+            finally:
+                depth[0] -= 1
+        return loss
+
+    def wrap_one_hot(original: Callable) -> Callable:
+        def one_hot(tensor: torch.Tensor, num_classes: int = -1) -> torch.Tensor:
+            result = original(tensor, num_classes)
+            if agent.active() and not _is_compiling():
+                agent.on_one_hot(num_classes, int(result.shape[-1]))
+            return result
+        return one_hot
+
+    undos = [_replace(F, name, wrap_loss) for name in LOSS_FUNCTIONS if hasattr(F, name)]
+    return _undo_all(*undos, _replace(F, "one_hot", wrap_one_hot))
 
 
 def _replace(owner: Any, name: str, wrap: Callable[[Callable], Callable]) -> Callable[[], None]:

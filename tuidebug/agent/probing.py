@@ -1,29 +1,33 @@
 """Running a probe while the training thread is paused, and putting everything back afterwards.
 
-A probe is a plain function of a ``ProbeContext``; it runs on its own thread while the training
-thread waits in ``Control.hold``. When it trains through the user's loop (``ReplayTrainer``), each
-iteration is a hand-off: the probe asks for one, the training thread leaves the hold, the
-DataLoader hook hands the probe's batch to the loop instead of a fresh one, and at the loop's next
-batch request the training thread reports the loss and waits again. When the probe ends, the
-snapshot taken before it is restored and the batch that was due is delivered: the run goes on as
-if nothing happened, except that the script's own Python counters saw the borrowed iterations.
+A probe (``tuidebug.probe_api``) runs on its own thread while the training thread waits in
+``Control.hold``. When it trains through the user's loop (``ReplayTrainer``), each iteration is a
+hand-off: the probe asks for one, the training thread leaves the hold, and at the loop's next
+hand-off point the probe's inputs replace the real ones. The hand-off point is the DataLoader's
+``__next__`` when the loop uses one, else the model's own call (loops that slice tensors or call a
+``get_batch``): there the model's arguments, and the targets of the loss functions tuidebug sees,
+are replaced by the ones captured at the step being replayed. At the loop's next hand-off the
+training thread reports the losses and waits again. When the probe ends, the snapshot taken before
+it is restored and the real inputs that were due are delivered: the run goes on as if nothing had
+happened, except that the script's own Python counters saw the borrowed iterations.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+import tuidebug.probes  # noqa: F401  (the probe families register themselves on import)
 from tuidebug.agent.snapshot import Snapshot
-from tuidebug.agent.trainers import (
-    Adjust, CopyTrainer, Iteration, NoPipeline, ReplayTrainer, adjusted_step, restore_rates,
-)
-from tuidebug.probes import PROBES, ProbeContext, ProbeOutcome
+from tuidebug.agent.trainers import MODEL_CALL, CopyTrainer, ReplayTrainer, StepAdjuster
+from tuidebug.probe_api import PROBES, Adjust, Iteration, NoPipeline, ProbeContext, ProbeOutcome
 from tuidebug.protocol import Command, ProbeProgress, ProbeResult
 
 if TYPE_CHECKING:
@@ -36,6 +40,23 @@ class LoopGone(Exception):
     """The script's loop ended (or raised) while a probe was replaying through it."""
 
 
+class NeedsLoop(Exception):
+    """The probe needs the script's live loop, which has ended, and copies are not wanted here
+    (``diagnose`` re-runs the probe on a second run of the script instead)."""
+
+
+@dataclass
+class StepInputs:
+    """What fed one step of a loop without a DataLoader: the model's arguments and the targets given
+    to the loss functions, in call order."""
+
+    step: int
+    args: tuple
+    kwargs: dict
+    targets: list[Any]
+    size: int | None
+
+
 class ProbeRuntime:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
@@ -45,13 +66,16 @@ class ProbeRuntime:
         self.cancel = threading.Event()
         self.source: int | None = None
         self.pending_restore: Snapshot | None = None
+        self.result: ProbeResult | None = None
         self._started = False
-        self._replay_batch: Any = None
-        self._held_batch: Any = None
+        self._replay_input: Any = None
+        self._held: Any = None
         self._losses: list[float] = []
         self._adjust = Adjust()
         self._iteration = Iteration()
-        self._saved_rates: list[Any] = []
+        self._adjuster: StepAdjuster | None = None
+        self._target_index = 0
+        self._stepped = False
         self._mode: Any = None
         self._done = threading.Event()
         self._loop_gone = False
@@ -70,27 +94,37 @@ class ProbeRuntime:
         self.cancel.clear()
         self.snapshot = self.agent.take_snapshot()
         self.pending_restore = self.snapshot  # an iteration in flight runs on before the first hand-off
-        ctx = ProbeContext(probe=name, run_id=next(_run_ids), agent=self.agent, runtime=self, params=params)
-        ctx.trainer_factory = lambda: self._trainer(live_loop and not self._loop_gone)
+        run_id = next(_run_ids)
+        ctx = ProbeContext(
+            probe=name, run_id=run_id, run=self.agent, break_state=self.snapshot, params=params,
+            trainer_factory=lambda: self._trainer(live_loop and not self._loop_gone),
+            report_progress=lambda fraction, text: self._progress(name, run_id, fraction, text),
+            is_cancelled=self.cancel.is_set,
+            deadline=time.monotonic() + float(params.get("seconds", math.inf)))
         self.active = ctx
         threading.Thread(target=self._run, args=(probe, ctx), name=f"tuidebug-probe-{name}", daemon=True).start()
 
     def wants_replay(self, source: int) -> bool:
         return self.replaying and source == self.source
 
-    def begin(self, real_batch: Any) -> Any:
-        """The loop asks for a batch and the probe's first iteration is due: keep the real batch for
-        later, put the state back to the probe's start (an iteration in flight may have run on),
-        and hand the loop the probe's batch."""
-        self._held_batch, self._started = real_batch, True
+    def at_iteration_boundary(self) -> bool:
+        """A model call that starts a replayed iteration: the first, or one after the previous replayed
+        iteration stepped, with gradients on (an evaluation call in between passes untouched)."""
+        return torch.is_grad_enabled() and (not self._started or self._stepped)
+
+    def begin(self, real: Any) -> Any:
+        """The loop reached its hand-off point and the probe's first iteration is due: keep the real
+        inputs for later, put the state back to the probe's start (an iteration in flight may have
+        run on), and hand the loop the probe's inputs."""
+        self._held, self._started = real, True
         return self._hand_over()
 
-    def next_batch(self, fetch: Any) -> Any:
-        """The DataLoader hook while replaying: the next batch the user's loop gets."""
+    def next_input(self, fetch: Any) -> Any:
+        """At the hand-off point while replaying: the inputs the user's loop gets next."""
         if not self._started:
             return self.begin(fetch())
         self._end_mode()
-        self._done.set()  # the iteration on the probe's batch is complete: its losses are in
+        self._done.set()  # the iteration on the probe's inputs is complete: its losses are in
         self.agent.control.hold(f"probe {self.active.probe} running", "batch", state="probing")
         if self.replaying:
             return self._hand_over()
@@ -98,19 +132,39 @@ class ProbeRuntime:
         if self.replaying:  # another probe, started during that pause, wants its first iteration
             self._started = True
             return self._hand_over()
-        held, self._held_batch = self._held_batch, None
+        held, self._held = self._held, None
         return held
 
     def _hand_over(self) -> Any:
-        """The probe's batch goes to the loop, from the state the probe asked for, with its mode
-        active for the forward and the loss."""
+        """The probe's inputs go to the loop, from the state the probe asked for, with the trial's
+        changes in place for the forward and the loss."""
         if self.pending_restore is not None:
             snapshot, self.pending_restore = self.pending_restore, None
             snapshot.restore()
+        model = self.agent.model
+        if self._adjust.zero_grad and model is not None:
+            for param in model.parameters():
+                param.grad = None
+        if self._adjust.train_mode and model is not None:
+            model.train()
         if self._adjust.mode is not None:
             self._mode = self._adjust.mode()
             self._mode.__enter__()
-        return self._replay_batch
+        self._target_index = 0
+        self._stepped = False
+        return self._replay_input
+
+    def schedule_frozen(self) -> bool:
+        """While a replayed iteration asks for it, the script's scheduler.step() does nothing."""
+        return self.replaying and self._adjust.freeze_schedule
+
+    def replay_target(self, target: Any) -> Any:
+        """A loss function's target during a replay through a model call: the captured one."""
+        if self.source != MODEL_CALL or not isinstance(self._replay_input, StepInputs):
+            return target
+        captured = self._replay_input.targets
+        index, self._target_index = self._target_index, self._target_index + 1
+        return captured[index] if index < len(captured) else target
 
     def _end_mode(self) -> None:
         if self._mode is not None:
@@ -118,15 +172,19 @@ class ProbeRuntime:
             mode.__exit__(None, None, None)
 
     def before_replay_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """The optimizer is about to apply a replayed step: the probe's clipping and rates apply."""
+        """The optimizer is about to apply a replayed step: the trial's clipping and rates apply."""
         self._end_mode()
-        self._saved_rates = adjusted_step(optimizer, self._adjust, self._iteration)
+        self._adjuster = StepAdjuster(optimizer, self._adjust, self._iteration)
+        self._adjuster.before()
 
     def after_replay_step(self, optimizer: torch.optim.Optimizer) -> None:
-        restore_rates(optimizer, self._saved_rates)
+        self._stepped = True
+        if self._adjuster is not None:
+            adjuster, self._adjuster = self._adjuster, None
+            adjuster.after()
 
     def request_iteration(self) -> None:
-        """Control command from the probe thread: run the user's loop once more on its batch."""
+        """Control command from the probe thread: run the user's loop once more on its inputs."""
         self.replaying = True
         self.agent.control.leave()
 
@@ -139,8 +197,9 @@ class ProbeRuntime:
             self.snapshot = None
         if self.agent.control.holding == "probing":
             self.agent.control.leave()
-        if ctx is not None and ctx.result is not None:
-            self.agent.send(ctx.result)
+        if self.result is not None:
+            result, self.result = self.result, None
+            self.agent.send(result)
 
     def loop_ended(self) -> None:
         """The script ended: a probe waiting on the loop gives up (and is finished in post-mortem)."""
@@ -148,16 +207,19 @@ class ProbeRuntime:
         self._loop_gone = True
         self._done.set()
 
-    def record_loss(self, loss: torch.Tensor) -> None:
+    def record_loss(self, loss: torch.Tensor, tensor: torch.Tensor) -> None:
+        """A replayed iteration's loss is about to go backward (``tensor`` is what goes)."""
         self._losses.append(float(loss.detach().float().mean()))
+        if self._adjust.before_backward is not None:
+            self._adjust.before_backward(tensor)
 
     # --- probe thread --------------------------------------------------------------------------
 
-    def replay_iteration(self, batch: Any, adjust: Adjust) -> Iteration:
-        """One iteration of the user's loop on ``batch`` (called by ReplayTrainer)."""
+    def replay_iteration(self, inputs: Any, adjust: Adjust) -> Iteration:
+        """One iteration of the user's loop on ``inputs`` (called by ReplayTrainer)."""
         if self._loop_gone:
             raise LoopGone
-        self._replay_batch, self._losses, self._adjust, self._iteration = batch, [], adjust, Iteration()
+        self._replay_input, self._losses, self._adjust, self._iteration = inputs, [], adjust, Iteration()
         self._done.clear()
         self.agent.client.post_local(Command(name="_replay_iteration"))
         self._done.wait()
@@ -167,38 +229,71 @@ class ProbeRuntime:
             self._iteration.loss = sum(self._losses) / len(self._losses)
         return self._iteration
 
-    def progress(self, ctx: ProbeContext, fraction: float, text: str) -> None:
+    def _progress(self, probe: str, run_id: int, fraction: float, text: str) -> None:
+        ctx = self.active
         now = time.monotonic()
-        if now - ctx.last_progress >= 0.1 or fraction >= 1.0:
-            ctx.last_progress = now
-            self.agent.send(ProbeProgress(run_id=ctx.run_id, probe=ctx.probe, fraction=fraction, text=text))
+        if ctx is not None and (now - getattr(ctx, "_last_progress", 0.0) >= 0.1 or fraction >= 1.0):
+            ctx._last_progress = now
+            self.agent.send(ProbeProgress(run_id=run_id, probe=probe, fraction=fraction, text=text))
 
     def _trainer(self, live_loop: bool) -> Any:
-        """Replay through the loop when it is live, on the failing batch if there was a failure."""
+        """Replay through the loop when it is live and fed by a DataLoader, on the failing inputs if
+        there was a failure. Without one, a copy is trained where the loss can be rebuilt; only when it
+        cannot is the loop replayed through its model call (each borrowed iteration advances the loop)."""
         failure = self.agent.failure
-        recent = failure.recent if failure and failure.recent else list(self.agent.batches)
-        if live_loop and recent:
-            self.source = recent[-1].source
-            return ReplayTrainer(self, recent[-1], [c.batch for c in recent if c.source == self.source])
-        return CopyTrainer(self.agent)
+        if self.agent.lightning_module() is not None:
+            return CopyTrainer(self.agent)  # Lightning's loop reads ahead and counts its batches: train a copy
+        if not live_loop and not self.agent.config.copy_post_mortem:
+            raise NeedsLoop
+        if live_loop:
+            recent = failure.recent if failure and failure.recent else list(self.agent.batches)
+            if recent and self.agent.loop_uses_loader():
+                self.source = recent[-1].source
+                return ReplayTrainer(self, recent[-1], [c.batch for c in recent if c.source == self.source])
+        inputs = failure.inputs if failure and failure.inputs else list(self.agent.step_inputs)
+        try:
+            return CopyTrainer(self.agent)
+        except NoPipeline:
+            if live_loop and inputs:
+                self.source = MODEL_CALL
+                return ReplayTrainer(self, _as_captured(inputs[-1]), inputs)
+            raise
 
     def _run(self, probe: Any, ctx: ProbeContext) -> None:
         try:
             outcome = probe(ctx)
         except NoPipeline as exc:
             outcome = ProbeOutcome("inconclusive", str(exc))
+        except NeedsLoop:
+            outcome = ProbeOutcome("inconclusive", "the script's loop has ended: this check needs it live",
+                                   data={"needs_loop": True})
         except LoopGone:
-            outcome = ProbeOutcome("inconclusive", "the script's loop ended before the probe finished")
+            outcome = ProbeOutcome("inconclusive", "the script's loop ended before the probe finished" + (
+                " (it has no DataLoader, so each replayed iteration used up one of its own): give the probes the "
+                "loss with `tuidebug.watch(model, optimizer, loss_fn=lambda model, batch: ...)`"
+                if self.source == MODEL_CALL else ""), data={"needs_loop": True})
         except Exception as exc:  # a probe's bug must not take the user's run down
             outcome = ProbeOutcome("error", f"probe failed: {type(exc).__name__}: {exc}",
                                    evidence=traceback.format_exc().splitlines()[-6:])
-        note = ctx.used_trainer.note() if ctx.used_trainer is not None else None
+        trainer = ctx.used_trainer
+        note = trainer.note() if trainer is not None else None
         if note:
             outcome.evidence.append(note)
-        ctx.result = ProbeResult(
+        self.result = ProbeResult(
             run_id=ctx.run_id, probe=ctx.probe, status="cancelled" if self.cancel.is_set() else outcome.status,
             summary=outcome.summary, evidence=outcome.evidence, fix=outcome.fix,
             method=ctx.method, curve=outcome.curve, data=outcome.data,
         )
-        ctx.close()
+        if trainer is not None and hasattr(trainer, "close"):
+            trainer.close()
         self.agent.client.post_local(Command(name="_probe_done"))
+
+
+@dataclass
+class _CapturedInputs:
+    batch: StepInputs
+    size: int | None
+
+
+def _as_captured(inputs: StepInputs) -> _CapturedInputs:
+    return _CapturedInputs(inputs, inputs.size)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import _thread
 import builtins
+import faulthandler
 import importlib.machinery
 import io
 import json
 import os
 import runpy
+import signal
 import sys
 import time
 import traceback
@@ -26,6 +28,7 @@ from tuidebug import protocol
 from tuidebug.agent import core, hooks
 from tuidebug.agent.client import AgentClient, ConnectionRefused
 from tuidebug.agent.core import Agent, AgentConfig
+from tuidebug.agent.crash import analyse
 from tuidebug.agent.memory import MemoryReader
 from tuidebug.protocol import Event, State
 
@@ -52,11 +55,13 @@ def main() -> None:
     if agent_config.stop_on_disconnect:
         client.on_disconnect = _thread.interrupt_main
     client.immediate["cancel"] = lambda args: agent.probes.cancel.set()
+    _dump_stacks_on_signal(config.get("stack_file"))
     hooks.install(agent)
     agent.send(State(state="running", step=0))
 
     code = run_target(agent, config["target"], config["args"], bool(config.get("module")))
     agent.script_running = False
+    agent.loop_ended()
     agent.probes.loop_ended()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -66,6 +71,21 @@ def main() -> None:
     if agent.client is not None:
         agent.client.close()
     sys.exit(code)
+
+
+_STACK_FILE: list = []  # kept open for faulthandler, which writes to its descriptor from a signal handler
+
+
+def _dump_stacks_on_signal(path: str | None) -> None:
+    """SIGUSR1 writes every thread's stack to ``path``: where a stalled run is stuck, even in native code."""
+    if not path or not hasattr(signal, "SIGUSR1"):
+        return
+    try:
+        handle = open(path, "a", encoding="utf-8")
+    except OSError:
+        return
+    _STACK_FILE.append(handle)
+    faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True, chain=False)
 
 
 def run_target(agent: Agent, target: str, args: list[str], module: bool) -> int:
@@ -121,8 +141,18 @@ def _report(agent: Agent, exc: BaseException) -> None:
     sys.excepthook(type(exc), exc, tb)
     frames = traceback.format_list(traceback.extract_tb(tb))
     summary = f"{type(exc).__name__}: {exc}"
+    try:
+        crash = analyse(exc, agent.failed_module, agent.failed_loss, agent.observed.input_size, agent.facts.one_hot)
+    except Exception as error:  # the analysis must never hide the script's own exception
+        crash = None
+        agent.event("error", f"could not analyse the exception: {type(error).__name__}: {error}")
+    agent.failed_module = agent.failed_loss = None  # they hold the failing step's activations
     agent.send(Event(kind="exception", message=summary, time=time.time(), step=agent.step,
                      details=[line.rstrip() for line in frames] + [summary]))
+    if crash is not None:
+        agent.crash = crash
+        agent.send(Event(kind="crash", message=f"{crash.kind} {crash.cause}", time=time.time(), step=agent.step,
+                         details=crash.lines()))
     exc.__traceback__ = None
 
 

@@ -78,10 +78,12 @@ class Snapshot:
 
     def restore_into(self, original: torch.nn.Module, model: torch.nn.Module,
                      original_optimizer: Any, optimizer: Any) -> None:
-        """Load the state saved for ``original`` (and its optimizer) into copies of them."""
+        """Load the state saved for ``original`` (or for a module inside it) and its optimizer into copies."""
+        paths = {id(m): name for name, m in original.named_modules()}
         for saved_model, state, _ in self.modules:
-            if saved_model is original:
-                model.load_state_dict(state)
+            if id(saved_model) in paths:
+                target = model.get_submodule(paths[id(saved_model)]) if paths[id(saved_model)] else model
+                target.load_state_dict(state)
         for saved_optimizer, state in self.optimizers:
             if saved_optimizer is original_optimizer:
                 optimizer.load_state_dict(copy.deepcopy(state))

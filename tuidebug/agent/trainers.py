@@ -1,95 +1,65 @@
-"""Ways for a probe to run the user's pipeline on one batch, and to slice a batch.
+"""The two ways a probe runs the user's pipeline on a batch (``tuidebug.probe_api.Trainer``).
 
-``ReplayTrainer`` hands the batch to the user's own loop through the DataLoader hook: their
-forward, their loss code, their backward and step (see ``probing.ProbeRuntime``). ``CopyTrainer``
-trains a deep copy of the model and optimizer with what the hooks observed (the model's inputs and
-an ``nn.Module`` loss) or the loss function given to ``tuidebug.watch``; it is what works when the
-loop is gone (post-mortem) or there is no DataLoader.
+``ReplayTrainer`` hands the batch to the user's own loop: their forward, their loss code, their
+backward and step (see ``probing.ProbeRuntime``). ``CopyTrainer`` trains a deep copy of the model
+and optimizer with what the hooks observed (the model's inputs and an ``nn.Module`` loss, a
+LightningModule's ``training_step``) or the loss function given to ``tuidebug.watch``; it is what
+works when the loop is gone (post-mortem).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ContextManager
+import warnings
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from tuidebug.agent.snapshot import Snapshot
+from tuidebug.batches import slice_batch
+from tuidebug.probe_api import Adjust, Iteration, NoPipeline
 
 if TYPE_CHECKING:
     from tuidebug.agent.core import Agent
     from tuidebug.agent.probing import ProbeRuntime
 
-
-class NoPipeline(Exception):
-    """No way to run the pipeline: the message says what the user can add."""
+MODEL_CALL = -1  # the hand-off source of loops without a DataLoader: the model's own call
 
 
-@dataclass
-class Adjust:
-    """Changes a probe makes to one iteration: scaled learning rates, gradient clipping, and a
-    context (a TorchFunctionMode) active while the forward and the loss run."""
+class StepAdjuster:
+    """Applies a trial's changes around one optimizer step and measures it: the gradient norm before
+    clipping, and the size of the update relative to the weights."""
 
-    lr_scale: float = 1.0
-    clip: float | None = None
-    mode: Callable[[], ContextManager] | None = None
+    def __init__(self, optimizer: torch.optim.Optimizer, adjust: Adjust, result: Iteration) -> None:
+        self.optimizer, self.adjust, self.result = optimizer, adjust, result
+        self._rates: list[Any] = []
+        self._before: list[torch.Tensor] = []
 
+    def before(self) -> None:
+        params = [p for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
+        if params:
+            clip = self.adjust.clip if self.adjust.clip else float("inf")
+            norm = torch.nn.utils.clip_grad_norm_(params, clip)
+            self.result.grad_norm = float(norm)
+            self.result.grads_finite = bool(torch.isfinite(norm))
+        self._rates = [group["lr"] for group in self.optimizer.param_groups]
+        if self.adjust.lr_scale != 1.0:
+            for group in self.optimizer.param_groups:
+                group["lr"] = group["lr"] * self.adjust.lr_scale
+        self._params = params
+        if self.adjust.measure_update:
+            self._before = [p.detach().clone() for p in params]
 
-@dataclass
-class Iteration:
-    """What one iteration did: its mean loss and its total gradient norm before any clipping."""
-
-    loss: float | None = None
-    grad_norm: float | None = None
-    grads_finite: bool = True
-
-
-def adjusted_step(optimizer: torch.optim.Optimizer, adjust: Adjust, result: Iteration) -> list[Any]:
-    """Before ``optimizer.step``: measure the gradients, clip, scale the rates; returns the rates to restore."""
-    params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-    if params:
-        norm = torch.nn.utils.clip_grad_norm_(params, adjust.clip if adjust.clip else float("inf"))
-        result.grad_norm = float(norm)
-        result.grads_finite = bool(torch.isfinite(norm))
-    saved = [group["lr"] for group in optimizer.param_groups]
-    if adjust.lr_scale != 1.0:
-        for group in optimizer.param_groups:
-            group["lr"] = group["lr"] * adjust.lr_scale
-    return saved
-
-
-def restore_rates(optimizer: torch.optim.Optimizer, saved: list[Any]) -> None:
-    for group, lr in zip(optimizer.param_groups, saved):
-        group["lr"] = lr
-
-
-def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any], depth: int = 0) -> Any:
-    """``value`` with ``fn`` applied to every tensor, through tuples, lists, dicts and dataclasses."""
-    if isinstance(value, torch.Tensor):
-        return fn(value)
-    if depth > 6:
-        return value
-    if isinstance(value, dict):
-        return type(value)({k: map_tensors(v, fn, depth + 1) for k, v in value.items()})
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(map_tensors(v, fn, depth + 1) for v in value))
-    if isinstance(value, (list, tuple)):
-        return type(value)(map_tensors(v, fn, depth + 1) for v in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {f.name: map_tensors(getattr(value, f.name), fn, depth + 1) for f in dataclasses.fields(value)}
-        return dataclasses.replace(value, **changes)
-    return value
-
-
-def slice_batch(batch: Any, count: int, size: int | None) -> Any:
-    """The first ``count`` examples: every tensor whose leading dimension is the batch size is cut."""
-    if size is None:
-        return batch
-    return map_tensors(batch, lambda t: t[:count].clone() if t.dim() > 0 and t.shape[0] == size else t)
+    def after(self) -> None:
+        for group, lr in zip(self.optimizer.param_groups, self._rates):
+            group["lr"] = lr
+        if self._before:
+            with torch.no_grad():
+                moved = torch.stack([torch.linalg.vector_norm((p - b).float()) for p, b in zip(self._params, self._before)])
+                size = torch.stack([torch.linalg.vector_norm(b.float()) for b in self._before])
+                self.result.update_ratio = float(torch.linalg.vector_norm(moved) / torch.linalg.vector_norm(size).clamp_min(1e-30))
+        self._before = []
 
 
 class ReplayTrainer:
@@ -103,19 +73,20 @@ class ReplayTrainer:
         self._recent = recent  # oldest first, ending with ``captured``
 
     def prepare(self, examples: int | None = None) -> Any:
-        """The probe's batch: the first ``examples`` of the captured one, or all of it."""
-        return self.batch if examples is None else slice_batch(self.batch, examples, self.size)
+        """The captured inputs, or their first ``examples``; inputs captured at the model's call (no
+        DataLoader) are never cut: a full-batch model (a graph, a sequence) does not slice by rows."""
+        if examples is None or self.runtime.source == MODEL_CALL:
+            return self.batch
+        return slice_batch(self.batch, examples, self.size)
 
     def recent_batches(self) -> list[Any]:
-        """The batches the loop fed most recently (from the same loader), oldest first."""
         return list(self._recent)
 
-    def reset(self, snapshot: Snapshot) -> None:
-        """Start the next iteration from ``snapshot``: restored on the training thread at hand-off."""
-        self.runtime.pending_restore = snapshot
+    def reset(self, state: Snapshot) -> None:
+        """Start the next iteration from ``state``: restored on the training thread at hand-off."""
+        self.runtime.pending_restore = state
 
     def step(self, batch: Any, adjust: Adjust | None = None) -> Iteration:
-        """One iteration of the user's loop on ``batch``."""
         self.iterations += 1
         return self.runtime.replay_iteration(batch, adjust or Adjust())
 
@@ -133,12 +104,46 @@ class ReplayTrainer:
         """Nothing to free: the runtime restores the snapshot."""
 
 
+def _copy(model: torch.nn.Module, optimizer: Any) -> tuple[torch.nn.Module, Any]:
+    """A deep copy of (model, optimizer), the links between them kept; a LightningModule is copied
+    without its Trainer (which holds the whole run)."""
+    trainer = model.__dict__.get("_trainer")
+    if trainer is not None:
+        model.__dict__["_trainer"] = None
+    try:
+        return copy.deepcopy((model, optimizer))
+    finally:
+        if trainer is not None:
+            model.__dict__["_trainer"] = trainer
+
+
+def _training_step_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # self.log() without a Trainer warns on every call
+        output = model.training_step(batch, 0)
+    loss = output.get("loss") if isinstance(output, dict) else output
+    if not isinstance(loss, torch.Tensor):
+        raise NoPipeline("training_step returned no loss (manual optimization): the probes cannot train a copy")
+    return loss
+
+
 class CopyTrainer:
     """Trains a deep copy of (model, optimizer): the real ones are never touched."""
 
     def __init__(self, agent: Agent) -> None:
         observed = agent.observed
-        if observed.watch_loss is not None and agent.batches:
+        optimizer = agent.optimizers[0] if agent.optimizers else None
+        if observed.model is None or optimizer is None:
+            raise NoPipeline("no model and optimizer seen yet: let the script run at least one step")
+        model = observed.model
+        lightning = agent.lightning_module()
+        if lightning is not None and agent.batches:
+            self.method = "copy of the LightningModule and its optimizer, trained with its own training_step"
+            self._loss = _training_step_loss
+            self.inputs, self.size = agent.batches[-1].batch, agent.batches[-1].size
+            self._recent = [c.batch for c in (agent.failure.recent if agent.failure else agent.batches)]
+            model = lightning
+        elif observed.watch_loss is not None and agent.batches:
             self.method = "copy of model and optimizer with the loss given to tuidebug.watch"
             self._loss = observed.watch_loss
             self.inputs, self.size = agent.batches[-1].batch, agent.batches[-1].size
@@ -146,41 +151,54 @@ class CopyTrainer:
             self.method = "copy of model and optimizer with the observed inputs and loss module"
             self._loss = self._observed_loss
             self.inputs, self.size = (observed.model_inputs, observed.criterion_targets), observed.input_size
+        elif observed.model_inputs is not None and observed.loss_function is not None:
+            call, target, kwargs = observed.loss_function
+            self.method = f"copy of model and optimizer with the observed inputs and {call.__name__}"
+            self._loss = lambda model, batch: call(model(*batch[0][0], **batch[0][1]), batch[1], **kwargs)
+            self.inputs, self.size = (observed.model_inputs, target), observed.input_size
+        elif observed.model_inputs is not None and observed.loss_key is not None:
+            key = observed.loss_key
+            self.method = "copy of model and optimizer with the observed inputs and the loss the model returns"
+            self._loss = lambda model, batch: model(*batch[0], **batch[1])[key]
+            self.inputs, self.size = observed.model_inputs, observed.input_size
         else:
             raise NoPipeline(
-                "the loss was computed by code tuidebug cannot replay here (no DataLoader loop to replay, "
-                "no nn.Module loss seen): add `tuidebug.watch(model, optimizer, loss_fn=lambda model, batch: ...)`"
-            )
-        optimizer = agent.optimizers[0] if agent.optimizers else None
-        if observed.model is None or optimizer is None:
-            raise NoPipeline("no model and optimizer seen yet: let the script run at least one step")
+                "the loss was computed by code tuidebug cannot replay here (the script's loop is gone, and "
+                "no nn.Module loss was seen): add `tuidebug.watch(model, optimizer, loss_fn=lambda model, batch: ...)`")
         self.criterion = observed.criterion
-        self._originals = (observed.model, optimizer)
-        self.model, self.optimizer = copy.deepcopy(self._originals)
+        self.iterations = 0
+        self._originals = (model, optimizer)
+        self.model, self.optimizer = _copy(model, optimizer)
 
     def prepare(self, examples: int | None = None) -> Any:
         return self.inputs if examples is None else slice_batch(self.inputs, examples, self.size)
 
     def recent_batches(self) -> list[Any]:
-        return [self.inputs]
+        return list(getattr(self, "_recent", None) or [self.inputs])
 
-    def reset(self, snapshot: Snapshot) -> None:
-        """Fresh copies of the real model and optimizer, loaded with ``snapshot``'s state."""
+    def reset(self, state: Snapshot) -> None:
+        """Fresh copies of the real model and optimizer, loaded with ``state``."""
         model, optimizer = self._originals
-        self.model, self.optimizer = copy.deepcopy((model, optimizer))
-        snapshot.restore_into(model, self.model, optimizer, self.optimizer)
+        self.model, self.optimizer = _copy(model, optimizer)
+        state.restore_into(model, self.model, optimizer, self.optimizer)
 
     def step(self, batch: Any, adjust: Adjust | None = None) -> Iteration:
         adjust = adjust or Adjust()
+        self.iterations += 1
         result = Iteration()
         self.optimizer.zero_grad(set_to_none=True)
+        if adjust.train_mode:
+            self.model.train()
         with adjust.mode() if adjust.mode else contextlib.nullcontext():
             loss = self._loss(self.model, batch)
         result.loss = float(loss.detach())
+        if adjust.before_backward is not None:
+            adjust.before_backward(loss)
         loss.backward()
-        saved = adjusted_step(self.optimizer, adjust, result)
+        adjuster = StepAdjuster(self.optimizer, adjust, result)
+        adjuster.before()
         self.optimizer.step()
-        restore_rates(self.optimizer, saved)
+        adjuster.after()
         return result
 
     def _observed_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:

@@ -1,39 +1,40 @@
-"""Three of the protocol's four NaN checks: learning rate, NaN inputs, exploding gradients.
+"""NaN checks on the optimisation: the learning rate, exploding gradients, float16 overflow.
 
-(The fourth, unsafe math, is ``unsafe_math``.) Each reads the run's recent history (losses and
-gradient norms per step, per-layer norms every few steps), then runs a causal experiment: the
-steps before the failure replayed with one thing changed (a lower rate, clipping, cleaned inputs).
-Each passes when its cause is ruled out, so that the four together single out the cause.
+(Bad inputs are ``inputs``, unsafe ops ``unsafe_math``.) Each reads the run's recent history, then
+proves its cause with a trial: the steps before the failure replayed with one change (lower rates,
+clipping, float32), past the failing step, to see whether the NaN is gone *and* the loss falls.
+A check fails when its cause is present; the decide node ranks the failures. The thresholds:
 
-The thresholds, and why:
-- diverging loss: the median of the last 5 finite losses is over 10x the healthy median (the
-  first half of the recent history) and rose in at least 3 of the last 4 steps: a run that climbs,
-  as a too-high rate makes it, not a single bad batch;
-- update/weight ratio: lr * |grad| / |w| per parameter with healthy gradients; about 1e-3 is
-  usual, over 0.1 means one step moves a weight by a tenth of its size;
-- gradient spike: a norm at least 100x the healthy median in the last 3 steps while the loss
-  before it stayed within 10x of healthy: the gradient blew up, not the whole run.
+- the learning rate is searched downward by decades, to LR_DECADES below the script's rate: the
+  largest rate whose replay stays finite and learns is the fix;
+- update/weight ratio lr*|g|/|w|: about 1e-3 is usual; over RATIO_LIMIT one step moves a weight by
+  that share of its size, over 1 by more than its size;
+- a gradient spike is a norm SPIKE times the healthy median with the loss stable before it; with
+  no history (a failure in the first steps), a gradient norm GRAD_PER_LOSS times the loss itself:
+  a healthy gradient is of the loss's own order (a big loss, as with unscaled targets, gives a big
+  gradient, and there the rate is the lever), a recurrence that explodes gives a huge gradient from
+  a moderate loss;
+- float16's largest value is 65504: an op whose float16 output overflows from finite inputs.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import torch
 
-from tuidebug.agent.trainers import Adjust, map_tensors
-from tuidebug.probes import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome
-from tuidebug.probes.batch import tensors_in
+from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, ProbeContext, ProbeOutcome, probe
 from tuidebug.probes.trials import Start, finite, median, run_trial, start_point
+from tuidebug.probes.watch import OpWatch, tensors_of
+from tuidebug.sites import Site
 
 DIVERGENCE = 10.0
 RATIO_LIMIT = 0.1
 SPIKE = 100.0
-LOWER_RATES = (0.1, 0.01)
-SCAN_SAMPLES = 5000
-SCAN_SECONDS = 20.0
+GRAD_PER_LOSS = 1e3
+LR_DECADES = 6
+FLOAT16_MAX = 65504.0
 
 
 # --- history --------------------------------------------------------------------------------
@@ -51,31 +52,48 @@ def loss_diverging(losses: list[float]) -> bool:
 
 
 def history(ctx: ProbeContext) -> tuple[list[float], list[float]]:
-    steps = list(ctx.agent.history)
+    steps = ctx.history
     return finite([s.loss for s in steps]), [s.grad_norm for s in steps if s.grad_norm is not None]
 
 
 def learning_rates(ctx: ProbeContext) -> list[float]:
-    return [float(g["lr"]) for opt in ctx.agent.optimizers for g in opt.param_groups]
+    return [float(g["lr"]) for opt in ctx.run.optimizers for g in opt.param_groups]
 
 
 def update_ratios(ctx: ProbeContext) -> dict[str, float]:
-    """lr * |grad| / |w| per parameter, with the last healthy per-layer gradient norms."""
-    layers = next((s.layer_norms for s in reversed(ctx.agent.history)
-                   if s.layer_norms and all(math.isfinite(v) for v in s.layer_norms.values())), None)
-    if not layers or ctx.agent.model is None:
+    """lr * |grad| / |w| per parameter, with the current gradients (at the break, before the step)."""
+    model = ctx.run.model
+    if model is None:
         return {}
-    lr_of = {id(p): float(g["lr"]) for opt in ctx.agent.optimizers for g in opt.param_groups for p in g["params"]}
+    lr_of = {id(p): float(g["lr"]) for opt in ctx.run.optimizers for g in opt.param_groups for p in g["params"]}
     ratios = {}
-    for name, param in ctx.agent.model.named_parameters():
-        weight = float(param.detach().norm())
-        if name in layers and id(param) in lr_of and weight > 0:
-            ratios[name] = lr_of[id(param)] * layers[name] / weight
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.grad is None or id(param) not in lr_of:
+                continue
+            weight = float(param.detach().float().norm())
+            grad = float(param.grad.detach().float().norm())
+            if weight > 0 and math.isfinite(grad):
+                ratios[name] = lr_of[id(param)] * grad / weight
     return ratios
+
+
+def current_grad_norm(ctx: ProbeContext) -> float | None:
+    grads = [p.grad for opt in ctx.run.optimizers for g in opt.param_groups for p in g["params"]
+             if p.grad is not None]
+    if not grads:
+        return None
+    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])))
+
+
+def _last_loss(ctx: ProbeContext) -> float | None:
+    losses = finite([s.loss for s in ctx.history])
+    return losses[-1] if losses else None
 
 
 # --- learning rate --------------------------------------------------------------------------
 
+@probe("nan.lr")
 def learning_rate(ctx: ProbeContext) -> ProbeOutcome:
     rates = learning_rates(ctx)
     if not rates:
@@ -84,50 +102,64 @@ def learning_rate(ctx: ProbeContext) -> ProbeOutcome:
     diverging = loss_diverging(losses)
     ratios = update_ratios(ctx)
     large = {n: r for n, r in ratios.items() if r > RATIO_LIMIT}
-    evidence = [f"learning rates: {', '.join(f'{r:.3g}' for r in rates)}"]
+    shown = ", ".join(f"{r:.3g}" for r in rates)
+    evidence = [f"learning rates: {shown}"]
     if ratios:
         worst = max(ratios, key=ratios.get)
-        evidence.append(f"update/weight ratio lr*|g|/|w|: largest {ratios[worst]:.2g} ({worst}); "
+        evidence.append(f"update/weight ratio lr*|g|/|w| at the failing step: largest {ratios[worst]:.2g} ({worst}); "
                         f"{len(large)} of {len(ratios)} over {RATIO_LIMIT}")
     if losses:
         evidence.append(f"loss before the failure: healthy median {median(healthy_half(losses)):.4g}, "
                         f"last {losses[-1]:.4g}: {'diverging' if diverging else 'not diverging'}")
     start = start_point(ctx)
     base = run_trial(ctx, start, Adjust())
-    evidence.append(f"replay of {start.steps_before} step(s) from {start.label} at the same rate: {base.describe()}")
-    stable = None
-    for scale in LOWER_RATES:
+    evidence.append(f"replay from {start.label} at lr {shown}: {base.describe()}")
+    stable, finite_only = None, None
+    for exponent in range(1, LR_DECADES + 1):
+        scale = 10.0 ** -exponent
         trial = run_trial(ctx, start, Adjust(lr_scale=scale))
-        evidence.append(f"... at lr x{scale:g}: {trial.describe()}")
-        if not trial.blew_up:
+        evidence.append(f"... at lr x{scale:g} ({', '.join(f'{r * scale:.3g}' for r in rates)}): {trial.describe()}")
+        if trial.learns:
             stable = scale
             break
+        if not trial.blew_up and finite_only is None:
+            finite_only = scale
+        if ctx.cancelled() or ctx.time_left() <= 0:
+            evidence.append("the search stopped here: the check's time ran out")
+            break
+    climbed = _climbed(base)
+    evidence.append(f"in the replay as written the loss {'climbs' if climbed else 'does not climb'} before it "
+                    f"goes non-finite")
     data = {"rates": rates, "stable_scale": stable, "reproduced": base.blew_up,
-            "validated": base.blew_up and stable is not None}
-    if base.blew_up and stable is not None and (diverging or large):
+            "confirmed": base.blew_up and stable is not None}
+    if base.blew_up and stable is not None and (diverging or large or climbed):
         new = ", ".join(f"{r * stable:.3g}" for r in rates)
         return ProbeOutcome(
-            FAIL, f"learning rate too high: the NaN vanishes at lr x{stable:g} ({new})", evidence,
-            f"lower the learning rate to {new} (x{stable:g}); with a warm-up or schedule, cap its peak "
-            "there; re-run the failing case to confirm", data=data)
+            FAIL, f"learning rate too high: lr {shown} {base.describe().split(',')[0]}; {new} keeps the loss falling "
+            f"over {len(run_trial(ctx, start, Adjust(lr_scale=stable)).losses)} steps", evidence,
+            f"lower the learning rate to {new} (x{stable:g}); with a warm-up or schedule, cap its peak there",
+            data=data)
     if large and max(large.values()) > 1.0:
         return ProbeOutcome(FAIL, "learning rate too high: single steps move weights by more than their size",
                             evidence, "lower the learning rate by 10x or more", data=data)
-    return ProbeOutcome(PASS, "the learning rate is not the cause" + (
-        "" if not base.blew_up else ": lower rates do not remove the NaN" if stable is None else
-        ": a lower rate avoids it, but the loss was not diverging and updates were of normal size"),
-        evidence, data=data)
+    if base.blew_up and finite_only is not None:
+        evidence.append(f"at lr x{finite_only:g} the run stays finite but the loss does not fall in the replay")
+    data["confirmed"] = False
+    why = ": no lower rate both stays finite and learns" if stable is None else (
+        f": a lower rate (x{stable:g}) also avoids the NaN, but the loss did not climb before it and the steps were "
+        "of normal size: the NaN comes suddenly, not from the rate")
+    return ProbeOutcome(PASS, "the learning rate is not the cause" + ("" if not base.blew_up else why),
+                        evidence, data=data)
+
+
+def _climbed(trial: Any) -> bool:
+    """The loss rose DIVERGENCE-fold above where the replay started before it went non-finite: the
+    climb a rate that is too high makes (an unsafe op gives a NaN from a loss that was fine)."""
+    values = finite(trial.losses)
+    return len(values) >= 2 and max(values) > DIVERGENCE * max(abs(values[0]), 1e-12)
 
 
 # --- exploding gradients --------------------------------------------------------------------
-
-def current_grad_norm(ctx: ProbeContext) -> float | None:
-    grads = [p.grad for opt in ctx.agent.optimizers for g in opt.param_groups for p in g["params"]
-             if p.grad is not None]
-    if not grads:
-        return None
-    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])))
-
 
 def suggested_clip(norms: list[float]) -> float | None:
     healthy = sorted(finite(healthy_half(norms)))
@@ -139,7 +171,7 @@ def suggested_clip(norms: list[float]) -> float | None:
 
 def fastest_growing_layer(ctx: ProbeContext) -> str | None:
     """The layer whose gradient norm grew most from its first recorded value to its last."""
-    records = [s.layer_norms for s in ctx.agent.history if s.layer_norms]
+    records = [s.layer_norms for s in ctx.history if s.layer_norms]
     if len(records) < 2:
         return None
     first, last = records[0], records[-1]
@@ -147,98 +179,129 @@ def fastest_growing_layer(ctx: ProbeContext) -> str | None:
     return max(growth, key=lambda n: growth[n] if not math.isnan(growth[n]) else math.inf) if growth else None
 
 
+def largest_gradient_layer(ctx: ProbeContext) -> str | None:
+    model = ctx.run.model
+    if model is None:
+        return None
+    norms = {n: float(p.grad.detach().float().norm()) for n, p in model.named_parameters() if p.grad is not None}
+    return max(norms, key=lambda n: norms[n] if math.isfinite(norms[n]) else math.inf) if norms else None
+
+
+@probe("nan.grad_explosion")
 def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
     losses, norms = history(ctx)
     current = current_grad_norm(ctx)
-    recent = norms[-3:] + ([current] if current is not None else [])
-    healthy = median(finite(healthy_half(norms)))
-    if healthy is None or not recent:
-        return ProbeOutcome(INCONCLUSIVE, "not enough gradient history before the failure")
-    peak = max(recent, key=lambda v: math.inf if not math.isfinite(v) else v)
-    spike = math.inf if not math.isfinite(peak) else peak / max(healthy, 1e-30)
-    before = losses[-8:-1]
-    stable = bool(before) and median(before) <= DIVERGENCE * abs(median(healthy_half(losses)) or 1.0)
-    clip = suggested_clip(norms)
-    evidence = [f"gradient norm: healthy median {healthy:.4g}, peak in the last steps {peak:.4g} "
-                f"({spike:.3g}x)", f"loss before the peak {'stable' if stable else 'already rising'}"]
-    layer = fastest_growing_layer(ctx)
+    healthy = median(finite(healthy_half(norms))) if len(finite(norms)) >= 4 else None
+    evidence, data = [], {}
+    if healthy is not None:
+        recent = norms[-3:] + ([current] if current is not None else [])
+        peak = max(recent, key=lambda v: math.inf if not math.isfinite(v) else v)
+        spike = math.inf if not math.isfinite(peak) else peak / max(healthy, 1e-30)
+        before = losses[-8:-1]
+        stable = bool(before) and median(before) <= DIVERGENCE * abs(median(healthy_half(losses)) or 1.0)
+        exploding = spike >= SPIKE and stable
+        clip = suggested_clip(norms)
+        evidence += [f"gradient norm: healthy median {healthy:.4g}, peak in the last steps {peak:.4g} ({spike:.3g}x)",
+                     f"loss before the peak {'stable' if stable else 'already rising'}"]
+        data["spike"] = spike if math.isfinite(spike) else None
+        layer = fastest_growing_layer(ctx)
+    else:
+        loss = _last_loss(ctx)
+        if current is None or loss is None:
+            return ProbeOutcome(INCONCLUSIVE, "no gradient or loss to judge at the failing step", evidence)
+        per_loss = current / max(abs(loss), 1e-8) if math.isfinite(current) else math.inf
+        exploding = per_loss >= GRAD_PER_LOSS
+        clip = 1.0
+        evidence.append(f"the failure comes at step {len(losses) + 1}, before a gradient history: gradient norm "
+                        f"{current:.4g} for a loss of {loss:.4g} ({per_loss:.3g}x the loss)")
+        layer = largest_gradient_layer(ctx)
     if layer:
-        evidence.append(f"layer whose gradient grew most: {layer}")
-    data: dict[str, Any] = {"clip": clip, "spike": spike if math.isfinite(spike) else None}
+        evidence.append(f"layer with the {'fastest-growing' if healthy is not None else 'largest'} gradient: {layer}")
+    data["clip"] = clip
     if clip is not None:
         start = start_point(ctx)
         base = run_trial(ctx, start, Adjust())
         clipped = run_trial(ctx, start, Adjust(clip=clip))
-        evidence += [f"replay of {start.steps_before} step(s) from {start.label}: {base.describe()}",
+        evidence += [f"replay from {start.label}: {base.describe()}",
                      f"... with clip_grad_norm_ at {clip:g}: {clipped.describe()}"]
-        data["validated"] = base.blew_up and not clipped.blew_up
-    if spike >= SPIKE and stable:
+        data["confirmed"] = base.blew_up and not clipped.blew_up
+        if exploding and base.blew_up and clipped.blew_up:
+            exploding = False
+            evidence.append("clipping does not keep the replay finite: the gradients are not what breaks the run")
+    if exploding:
         fix = (f"clip the gradient norm between backward() and step(): "
                f"torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={clip:g})")
-        return ProbeOutcome(FAIL, f"exploding gradients: the norm jumped {spike:.3g}x over its healthy median "
-                            "while the loss was stable", evidence, fix, data=data)
-    return ProbeOutcome(PASS, "no gradient explosion ahead of the failure" + (
-        "" if spike < SPIKE else ": the gradient grew with a loss that was already diverging"), evidence, data=data)
+        where = f" ({layer})" if layer else ""
+        return ProbeOutcome(FAIL, f"exploding gradients{where}: " + (
+            f"the norm jumped {data['spike'] or math.inf:.3g}x over its healthy median while the loss was stable"
+            if healthy is not None else "the gradient is huge from the first steps"), evidence, fix, data=data)
+    return ProbeOutcome(PASS, "no gradient explosion ahead of the failure", evidence, data=data)
 
 
-# --- NaN / Inf in the inputs ---------------------------------------------------------------
+# --- float16 overflow -----------------------------------------------------------------------
 
-def nonfinite_tensors(batch: Any) -> list[str]:
-    found = []
-    for path, tensor in tensors_in(batch):
-        if not tensor.is_floating_point() and not tensor.is_complex():
-            continue
-        bad = ~torch.isfinite(tensor.detach())
-        count = int(bad.sum())
-        if count:
-            rows = sorted({int(i[0]) for i in bad.nonzero()[:64].tolist()}) if tensor.dim() else []
-            found.append(f"{path}: {count} NaN/Inf value(s)" + (f" in rows {rows[:8]}" if rows else ""))
-    return found
+class Overflow(OpWatch):
+    """The first half-precision op whose output is not finite while its inputs are."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.first: tuple[str, Site, str] | None = None
+        self.half = False
 
-def scan_dataset(ctx: ProbeContext) -> tuple[list[str], int, str]:
-    """Map-style datasets: the samples holding NaN/Inf among the first SCAN_SAMPLES (bounded in time)."""
-    loader_ref = ctx.agent.loaders.get(ctx.agent.batches[-1].source) if ctx.agent.batches else None
-    dataset = getattr(loader_ref() if loader_ref else None, "dataset", None)
-    if dataset is None or isinstance(dataset, torch.utils.data.IterableDataset) or not hasattr(dataset, "__len__"):
-        return [], 0, "no map-style dataset to scan"
-    total = min(len(dataset), int(ctx.params.get("scan", SCAN_SAMPLES)))
-    found, deadline = [], time.monotonic() + SCAN_SECONDS
-    for index in range(total):
-        if ctx.cancelled() or time.monotonic() > deadline:
-            return found, index, f"scanned {index} of {len(dataset)} samples (stopped early)"
-        for line in nonfinite_tensors(dataset[index]):
-            found.append(f"sample {index}: {line.replace('batch', 'sample', 1)}")
-        ctx.progress((index + 1) / total, f"scanning sample {index + 1}/{total}")
-    return found, total, f"scanned {total} of {len(dataset)} samples"
+    def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
+        outputs = tensors_of([result])
+        if any(t.dtype == torch.float16 for t in outputs):
+            self.half = True
+        if self.first is not None:
+            return
+        bad = [t for t in outputs if t.dtype == torch.float16 and not bool(torch.isfinite(t).all())]
+        inputs = [t for t in tensors_of(args) + tensors_of(kwargs.values()) if t.is_floating_point()]
+        if bad and all(bool(torch.isfinite(t).all()) for t in inputs):
+            largest = max((float(t.float().abs().max()) for t in inputs if t.numel()), default=0.0)
+            self.first = (name, site, f"largest input {largest:.3g}")
+
+    def done(self) -> bool:
+        return self.first is not None
 
 
-def clean(batch: Any) -> Any:
-    return map_tensors(batch, lambda t: torch.nan_to_num(t, nan=0.0, posinf=0.0, neginf=0.0)
-                       if t.is_floating_point() else t)
+class Float32(torch.overrides.TorchFunctionMode):
+    """Every float16 operand computed in float32 instead: the trial of a run without half precision."""
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        def up(value: Any) -> Any:
+            if isinstance(value, torch.Tensor) and value.dtype == torch.float16:
+                return value.float()
+            if isinstance(value, (list, tuple)):
+                return type(value)(up(v) for v in value)
+            return value
+
+        return func(*up(args), **{k: up(v) for k, v in (kwargs or {}).items()})
 
 
-def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
+@probe("nan.precision")
+def precision(ctx: ProbeContext) -> ProbeOutcome:
+    model = ctx.run.model
+    half_params = [n for n, p in model.named_parameters() if p.dtype == torch.float16] if model is not None else []
     trainer = ctx.trainer
-    batch = trainer.prepare()
-    in_batch = nonfinite_tensors(batch)
-    in_dataset, scanned, scan_note = scan_dataset(ctx)
-    evidence = in_batch + in_dataset[:12] + [scan_note]
-    data: dict[str, Any] = {"samples": [line.split(":")[0] for line in in_dataset]}
-    if not in_batch and not in_dataset:
-        return ProbeOutcome(PASS, f"no NaN/Inf in the failing batch nor in {scanned} dataset samples",
-                            evidence, data=data)
-    if in_batch:
-        start = Start(ctx.runtime.snapshot, 1, "the state at the break")
-        trainer.reset(start.snapshot)
-        result = trainer.step(clean(batch), Adjust())
-        cleaned_ok = result.loss is not None and math.isfinite(result.loss) and result.grads_finite
-        evidence.append(f"the failing batch with NaN/Inf replaced by 0: loss {result.loss}, "
-                        f"{'finite' if cleaned_ok else 'still not finite'}")
-        data["validated"] = cleaned_ok
-    found = [f"{len(in_batch)} tensor(s) of the failing batch"] if in_batch else []
-    found += [f"{len(in_dataset)} dataset sample(s)"] if in_dataset else []
+    watch = Overflow()
+    trainer.reset(ctx.break_state)
+    trainer.step(trainer.prepare(), Adjust(mode=lambda: watch))
+    evidence = [f"{len(half_params)} float16 parameter tensor(s)" + (f" (e.g. {half_params[0]})" if half_params else "")]
+    if not watch.half and not half_params:
+        return ProbeOutcome(PASS, "no half-precision tensor in the failing step", evidence)
+    scaler = ctx.run.uses_grad_scaler()
+    evidence.append("a GradScaler is in use" if scaler else "no GradScaler")
+    if watch.first is None:
+        return ProbeOutcome(PASS, "float16 is used, but no float16 op overflowed in the failing step", evidence)
+    name, site, detail = watch.first
+    evidence.append(f"first float16 overflow: {name} at {site} ({detail}, float16 tops out at {FLOAT16_MAX:g})")
+    start = Start(ctx.break_state, 1, "the state at the break")
+    as_is = run_trial(ctx, start, Adjust())
+    in_float32 = run_trial(ctx, start, Adjust(mode=Float32))
+    evidence += [f"replay as written: {as_is.describe()}", f"... computed in float32: {in_float32.describe()}"]
     return ProbeOutcome(
-        FAIL, f"NaN/Inf in the inputs: {' and '.join(found)}", evidence,
-        "clean the data at its source: drop or impute those samples, or assert torch.isfinite(x).all() in "
-        "the Dataset's __getitem__ so bad rows fail loudly", data=data)
+        FAIL, f"float16 overflow: {name} at {site.short} goes past {FLOAT16_MAX:g}", evidence,
+        "keep the model in float32 (no model.half()) and train under torch.autocast(device_type, dtype=torch.float16) "
+        "with a torch.amp.GradScaler, or use bfloat16",
+        data={"confirmed": as_is.blew_up and not in_float32.blew_up})
+

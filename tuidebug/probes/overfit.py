@@ -1,23 +1,38 @@
 """The protocol's first check: can the pipeline fit a single batch of about ten examples?
 
-If it cannot drive the loss near zero on ten examples, the pipeline is broken (no gradient reaches
-the weights, wrong labels, a loss that ignores the output, ...), and full runs are not worth
-debugging. "Near zero" is relative, so that it means the same for cross-entropy and for a
-regression loss in any units: the best of the last few losses below 5% of the first one, or an
-absolute loss under 0.01. The best of a few forgives the noise that Dropout and BatchNorm add on
-ten examples.
+If it cannot drive the loss down on ten examples, the pipeline is broken (no gradient reaches the
+weights, wrong labels, a loss that ignores the output, ...), and full runs are not worth
+debugging. The check tells three things apart:
+
+- **fits**: the best of the last few losses is below RATIO of the first (or under ABSOLUTE), the
+  relative mark meaning the same for cross-entropy and for a regression loss in any units; or the
+  loss fell below FLOOR of its start and then levelled off at the same value at the script's rate
+  and at ten times it: the floor the batch allows (identical inputs with different targets, the
+  first token of every name) rather than a broken pipeline;
+- **slow**: it is still falling when the steps run out, and at ten times the script's rate it
+  fits: the pipeline works, the rate is small (its own finding, not a failure);
+- **cannot_fit** / **frozen**: neither, or the loss does not move at all.
+
+The best of a few losses forgives the noise that Dropout and BatchNorm add on ten examples.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
-from tuidebug.probes import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome
+from tuidebug.batches import batch_size_of
+from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, ProbeContext, ProbeOutcome, probe
 
 RATIO = 0.05
 ABSOLUTE = 0.01
+FLOOR = 0.2
+LEVEL = 0.02  # levelled off: the last fifth within 2% of the fifth before
 WINDOW = 5
+STEPS = 300
+FASTER = 10.0
+FIRST_SHARE = 0.6  # of the probe's time for the fit at the script's rate; the rest for the second look
 FIX = (
     "debug this single batch before any full run: check that the loss is computed from the model's "
     "output (no .detach(), .item() or .data on the way), that every parameter is in the optimizer and "
@@ -26,32 +41,52 @@ FIX = (
 )
 
 
+@probe("overfit")
 def run(ctx: ProbeContext) -> ProbeOutcome:
     examples = int(ctx.params.get("examples", 10))
-    max_steps = int(ctx.params.get("steps", 300))
+    max_steps = int(ctx.params.get("steps", STEPS))
     trainer = ctx.trainer
     batch = trainer.prepare(examples)
-    curve: list[float] = []
-    no_grad: list[str] = []
-    for index in range(max_steps):
-        if ctx.cancelled():
-            return ProbeOutcome(INCONCLUSIVE, f"cancelled after {index} steps", curve=curve,
-                                data={"outcome": "inconclusive"})
-        loss = trainer.step(batch).loss
-        if loss is None:
-            return ProbeOutcome(INCONCLUSIVE, "no loss went backward while training on the batch", curve=curve,
-                                data={"outcome": "inconclusive"})
-        curve.append(loss)
-        if index == 0:
-            no_grad = parameters_without_gradient(trainer.named_parameters())
-        ctx.progress((index + 1) / max_steps, f"step {index + 1}/{max_steps}: loss {loss:.4g}")
-        if not math.isfinite(loss) or near_zero(curve):
-            break
-    outcome = verdict(curve, examples)
+    curve, no_grad = fit(ctx, batch, max_steps, Adjust(freeze_schedule=True), ctx.break_state, share=FIRST_SHARE)
+    if curve is None:
+        return ProbeOutcome(INCONCLUSIVE, "cancelled", data={"outcome": "inconclusive"})
+    if not curve:
+        return ProbeOutcome(INCONCLUSIVE, "no loss went backward while training on the batch",
+                            data={"outcome": "inconclusive"})
+    outcome = verdict(curve, batch_size_of(batch) or examples)
+    if outcome.data["outcome"] in ("still_improving", "cannot_fit") and not ctx.cancelled():
+        faster, _ = fit(ctx, batch, max_steps, Adjust(lr_scale=FASTER, freeze_schedule=True), ctx.break_state)
+        outcome = second_look(outcome, curve, faster or [], examples)
     if no_grad and outcome.status == FAIL:
         shown = ", ".join(no_grad[:8]) + (f" and {len(no_grad) - 8} more" if len(no_grad) > 8 else "")
         outcome.evidence.append(f"no gradient reached {len(no_grad)} trainable parameter(s): {shown}")
     return outcome
+
+
+def fit(ctx: ProbeContext, batch: Any, steps: int, adjust: Adjust, start: Any,
+        share: float = 1.0) -> tuple[list[float] | None, list[str]]:
+    """Train on ``batch`` from ``start`` until it fits, goes non-finite, or the steps (or ``share`` of
+    the probe's time left) run out. The schedulers stay where they are: the test is at today's rate."""
+    trainer = ctx.trainer
+    trainer.reset(start)
+    curve: list[float] = []
+    no_grad: list[str] = []
+    stop = time.monotonic() + share * ctx.time_left()
+    for index in range(steps):
+        if ctx.cancelled():
+            return None, no_grad
+        if time.monotonic() > stop:
+            break
+        loss = trainer.step(batch, adjust).loss
+        if loss is None:
+            return curve, no_grad
+        curve.append(loss)
+        if index == 0:
+            no_grad = parameters_without_gradient(trainer.named_parameters())
+        ctx.progress((index + 1) / steps, f"step {index + 1}/{steps}: loss {loss:.4g}")
+        if not math.isfinite(loss) or near_zero(curve):
+            break
+    return curve, no_grad
 
 
 def parameters_without_gradient(named: list[tuple[str, Any]]) -> list[str]:
@@ -73,10 +108,18 @@ def still_improving(curve: list[float]) -> bool:
     return min(curve[-fifth:]) < 0.9 * min(curve[-2 * fifth:-fifth])
 
 
+def levelled(curve: list[float]) -> bool:
+    fifth = max(1, len(curve) // 5)
+    if len(curve) < 5 * fifth:
+        return False
+    last, before = min(curve[-fifth:]), min(curve[-2 * fifth:-fifth])
+    return before > 0 and (before - last) <= LEVEL * before
+
+
 def verdict(curve: list[float], examples: int) -> ProbeOutcome:
     first, best = curve[0], min(curve[-WINDOW:])
     evidence = [
-        f"{len(curve)} steps on {examples} examples of one batch",
+        f"{len(curve)} steps on {examples} example(s) of one batch",
         f"loss {first:.4g} at the first step, best of the last {min(WINDOW, len(curve))}: {best:.4g}",
         f"passes below {RATIO:.0%} of the first loss or under {ABSOLUTE}",
     ]
@@ -91,10 +134,32 @@ def verdict(curve: list[float], examples: int) -> ProbeOutcome:
         return ProbeOutcome(FAIL, f"cannot fit one batch: the loss stays at {first:.4g}", evidence, FIX, curve,
                             {"outcome": "frozen"})
     ratio = best / first if first else float("nan")
-    if still_improving(curve):
+    if still_improving(curve) or len(curve) < 20:
         return ProbeOutcome(INCONCLUSIVE, f"still improving after {len(curve)} steps (loss {first:.4g} -> {best:.4g}, "
-                            f"{ratio:.0%} of the start): the batch is being fitted, slowly at this learning rate",
-                            evidence, curve=curve, data={"outcome": "still_improving"})
+                            f"{ratio:.0%} of the start)", evidence, curve=curve, data={"outcome": "still_improving"})
     return ProbeOutcome(FAIL, f"cannot fit one batch: loss {first:.4g} -> {best:.4g} ({ratio:.0%} of the start) "
-                        f"in {len(curve)} steps; the pipeline is broken", evidence, FIX, curve,
+                        f"in {len(curve)} steps", evidence, FIX, curve, {"outcome": "cannot_fit"})
+
+
+def second_look(first: ProbeOutcome, curve: list[float], faster: list[float], examples: int) -> ProbeOutcome:
+    """The batch did not fit at the script's rate: at ten times it, does it fit (slow, not broken), or
+    level off where it did before (the floor of the batch)?"""
+    start, best = curve[0], min(curve[-WINDOW:])
+    evidence = first.evidence + [
+        f"at {FASTER:g}x the script's learning rate: loss {faster[0]:.4g} -> {min(faster[-WINDOW:]):.4g} in "
+        f"{len(faster)} steps" if faster else f"at {FASTER:g}x the script's learning rate: no loss"]
+    if faster and math.isfinite(faster[-1]) and near_zero(faster):
+        return ProbeOutcome(PASS, f"learns slowly: the batch fits at {FASTER:g}x the learning rate ({len(faster)} steps), "
+                            f"not at the script's own ({start:.4g} -> {best:.4g} in {len(curve)} steps)", evidence,
+                            curve=curve, data={"outcome": "slow"})
+    faster_best = min(faster[-WINDOW:]) if faster and math.isfinite(faster[-1]) else math.inf
+    same_floor = abs(faster_best - best) <= 0.1 * best
+    if start > 0 and best <= FLOOR * start and same_floor and (levelled(curve) or levelled(faster)):
+        return ProbeOutcome(PASS, f"fits one batch down to its floor: loss {start:.4g} -> {best:.4g} "
+                            f"({best / start:.0%} of the start), the same at {FASTER:g}x the rate: what is left is what "
+                            "this batch cannot determine", evidence, curve=curve, data={"outcome": "fits"})
+    if first.data["outcome"] == "still_improving":
+        return ProbeOutcome(INCONCLUSIVE, first.summary + f"; at {FASTER:g}x the rate it does not fit either",
+                            evidence, curve=curve, data={"outcome": "still_improving"})
+    return ProbeOutcome(FAIL, first.summary + f"; nor at {FASTER:g}x the learning rate", evidence, FIX, curve,
                         {"outcome": "cannot_fit"})

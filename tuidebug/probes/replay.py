@@ -11,22 +11,22 @@ from __future__ import annotations
 
 import math
 
-from tuidebug.agent.bundle import bundle_snapshot, load_bundle
-from tuidebug.probes import FAIL, PASS, ProbeContext, ProbeOutcome
-from tuidebug.probes.nan import nonfinite_tensors
+from tuidebug.probe_api import FAIL, PASS, ProbeContext, ProbeOutcome, probe
+from tuidebug.probes.inputs import nonfinite_tensors
 from tuidebug.probes.overfit import near_zero
 from tuidebug.probes.trials import Trial
 
 OVERFIT_STEPS = 150
 
 
+@probe("replay")
 def replay_bundle(ctx: ProbeContext) -> ProbeOutcome:
-    meta, state, batches = load_bundle(str(ctx.params["bundle"]))
+    meta, start, batches = ctx.run.load_case(str(ctx.params["bundle"]))
     check = meta.get("check", "nonfinite")
     if check == "inputs":
         return _inputs(ctx, meta)
     trainer = ctx.trainer
-    trainer.reset(bundle_snapshot(ctx.agent, state, meta.get("scheduler_steps", [])))
+    trainer.reset(start)
     if check == "overfit":
         return _overfit(ctx, trainer, batches[-1])
     trial = Trial(adjust=None)
@@ -60,8 +60,7 @@ def _overfit(ctx: ProbeContext, trainer, batch) -> ProbeOutcome:
 
 def _inputs(ctx: ProbeContext, meta: dict) -> ProbeOutcome:
     """The saved NaN samples, read again from the script's (edited) dataset."""
-    loader = ctx.agent.loaders.get(ctx.agent.batches[-1].source)() if ctx.agent.batches else None
-    dataset = getattr(loader, "dataset", None)
+    dataset = ctx.run.dataset()
     indices = [int(s.split()[-1]) for s in meta.get("samples", [])]
     if dataset is None or not indices:
         return ProbeOutcome(FAIL, "the failing case still fails: the saved batch holds NaN/Inf and no "

@@ -2,19 +2,27 @@
 
 A trial starts from a saved state (the agent's rolling checkpoint a few steps before the failure
 when it has one, else the state at the break), feeds the recent batches in order through the
-pipeline, and reports the first iteration whose loss or gradient is not finite.
+pipeline, and goes on past the failing step for at least MIN_STEPS steps, so that a trial shows
+not only that the NaN is gone but whether the loss then falls. The thresholds:
+
+- a trial "blew up" when a value went non-finite, or its loss climbed over GROWTH times its lowest:
+  the NaN on its way;
+- it "learns" when its loss ends below LEARNS of where it started (medians of the first and last
+  quarters, so that one noisy batch decides nothing).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuidebug.agent.trainers import Adjust
-from tuidebug.probes import ProbeContext
+from tuidebug.probe_api import Adjust, ProbeContext
 
 GROWTH = 100.0
+LEARNS = 0.9
+MIN_STEPS = 20
 
 
 @dataclass
@@ -42,45 +50,54 @@ class Trial:
         """Non-finite, or a loss that climbed over GROWTH times its lowest value: the NaN on its way."""
         return not self.finite or (bool(self.losses) and self.losses[-1] > GROWTH * max(min(self.losses), 1e-12))
 
+    @property
+    def learns(self) -> bool:
+        values = finite(self.losses)
+        if self.blew_up or len(values) < 4:
+            return False
+        quarter = max(2, len(values) // 4)
+        return statistics.median(values[-quarter:]) < LEARNS * statistics.median(values[:quarter])
+
     def describe(self) -> str:
         if not self.finite:
             return f"non-finite at replayed step {self.first_nonfinite}"
         if not self.losses:
             return "no loss"
-        trend = "diverging" if self.blew_up else "stable"
+        trend = "diverging" if self.blew_up else "falling" if self.learns else "not falling"
         return f"finite for {len(self.losses)} steps, loss {self.losses[0]:.4g} -> {self.losses[-1]:.4g} ({trend})"
 
 
 def start_point(ctx: ProbeContext) -> Start:
     """The latest rolling checkpoint at least a few steps before the failure (the replay must cover the
     climb to it), else the state at the break."""
-    checkpoint = ctx.agent.checkpoint_before_failure()
+    checkpoint = ctx.run.checkpoint_before_failure()
     if checkpoint is None:
-        return Start(ctx.runtime.snapshot, 1, "the state at the break")
+        return Start(ctx.break_state, 1, "the state at the break")
     step, snapshot, steps_before = checkpoint
     return Start(snapshot, steps_before, f"the checkpoint of step {step}")
 
 
-def run_trial(ctx: ProbeContext, start: Start, adjust: Adjust) -> Trial:
-    """Replay ``start.steps_before`` steps on the recent batches (cycled) with ``adjust``. The same
-    replay is run once per failure: the probes share it (each borrows the script's loop)."""
-    failure = ctx.agent.failure
-    key = (id(start.snapshot), start.steps_before, adjust.lr_scale, adjust.clip)
+def run_trial(ctx: ProbeContext, start: Start, adjust: Adjust, steps: int | None = None) -> Trial:
+    """Replay from ``start`` on the recent batches (cycled) with ``adjust``, past the failing step to
+    ``steps`` (at least MIN_STEPS). The same replay is run once per failure: the probes share it."""
+    steps = steps or max(start.steps_before, MIN_STEPS)
+    failure = ctx.run.failure
+    key = (id(start.snapshot), start.steps_before, steps, adjust.key())
     if failure is not None and key in failure.trials:
         return failure.trials[key]
-    trial = _replay(ctx, start, adjust)
+    trial = _replay(ctx, start, adjust, steps)
     if failure is not None and not ctx.cancelled():
         failure.trials[key] = trial
     return trial
 
 
-def _replay(ctx: ProbeContext, start: Start, adjust: Adjust) -> Trial:
+def _replay(ctx: ProbeContext, start: Start, adjust: Adjust, steps: int) -> Trial:
     trainer = ctx.trainer
     batches = trainer.recent_batches() or [trainer.prepare()]
     trainer.reset(start.snapshot)
     trial = Trial(adjust)
-    for index in range(start.steps_before):
-        if ctx.cancelled():
+    for index in range(steps):
+        if ctx.cancelled() or ctx.time_left() <= 0:
             break
         batch = batches[(len(batches) - start.steps_before + index) % len(batches)]
         result = trainer.step(batch, adjust)

@@ -1,60 +1,73 @@
-"""The fourth NaN check: log, exp, divide and friends, named with the user's source line.
+"""The NaN check on the math: log, exp, divide, sqrt, pow, acos, norm at their domain's boundary.
 
-The failing step is replayed under a ``TorchFunctionMode`` that looks at every torch call made by
-the script's own code (calls from torch internals and from tuidebug are let through unseen). It
-records the first call that produced a non-finite value from finite inputs, and the risky calls
-that have not gone non-finite yet: log of values at or near 0, division by values near 0, exp of
-large values, sqrt at 0 (an infinite gradient in backward), pow of negative bases.
+The failing step is replayed twice over. Forward: under an op watch over the user's own calls, the
+first op whose output holds NaN (or ±inf) while its inputs did not: that op, on that line, made it
+(``-inf`` written on purpose by a mask fill is not counted). Backward: with the graph's nodes
+hooked (and anomaly mode recording each node's forward line), the first node whose incoming
+gradient is finite and whose outgoing one is not: sqrt at 0, a fractional power at 0, acos at ±1,
+the norm of a zero vector, a division by 0; its saved operand says which boundary. Then the trial:
+the steps replayed with that op made safe at that line (an eps, a clamp), which must keep the
+run finite and the loss falling.
 """
 
 from __future__ import annotations
 
-import linecache
 import math
-import os
-import sys
+import re
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tuidebug.agent.trainers import Adjust
-from tuidebug.probes import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome
-from tuidebug.probes.trials import Start
+from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, ProbeContext, ProbeOutcome, probe
+from tuidebug.probes.trials import Start, run_trial, start_point
+from tuidebug.probes.watch import OpWatch, caller_site, op_name, tensors_of
+from tuidebug.sites import Site, is_user_file
 
+EPS = 1e-6  # the safe variant's margin: sqrt(x + eps) and friends; small enough not to change a healthy value
 TINY = 1e-12
 EXP_LIMIT = {torch.float16: 10.0, torch.bfloat16: 80.0, torch.float32: 80.0, torch.float64: 700.0}
-_SKIP = (os.path.dirname(torch.__file__) + os.sep,
-         os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
-
-LOG = {"log", "log2", "log10", "log_", "xlogy"}
-DIVIDE = {"div", "div_", "true_divide", "__truediv__", "__rtruediv__", "__itruediv__", "reciprocal", "rsqrt",
-          "floor_divide", "__floordiv__"}
-EXP = {"exp", "exp_", "exp2", "expm1", "pow_exp"}
-SQRT = {"sqrt", "sqrt_"}
-POW = {"pow", "pow_", "__pow__", "__rpow__", "float_power"}
-UNSAFE = LOG | DIVIDE | EXP | SQRT | POW | {"log1p", "acos", "asin", "atanh"}
-
+MASKS = ("masked_fill", "masked_fill_", "fill_", "fill", "full", "full_like", "new_full", "where", "index_fill",
+         "index_fill_", "masked_scatter", "scatter", "scatter_")
+CATEGORIES = {
+    "log": {"log", "log_", "log2", "log10", "xlogy"},
+    "divide": {"div", "div_", "true_divide", "__truediv__", "__rtruediv__", "__itruediv__", "reciprocal",
+               "reciprocal_", "rsqrt", "floor_divide", "__floordiv__"},
+    "exp": {"exp", "exp_", "exp2", "expm1"},
+    "sqrt": {"sqrt", "sqrt_"},
+    "pow": {"pow", "pow_", "__pow__", "__rpow__", "float_power"},
+    "acos": {"acos", "asin", "arccos", "arcsin", "acos_", "asin_", "atanh"},
+    "norm": {"norm", "vector_norm", "linalg_vector_norm", "frobenius_norm", "cdist", "pairwise_distance", "dist"},
+    "softmax": {"softmax", "log_softmax", "_softmax"},
+}
 FIXES = {
     "log": "clamp the argument (torch.log(x.clamp_min(1e-8))) or stay in log space: F.log_softmax, "
            "torch.logsumexp, F.binary_cross_entropy_with_logits / F.cross_entropy on logits",
-    "divide": "guard the denominator: x / (d + eps) or x / d.clamp_min(eps), or mask the rows where it is 0",
-    "exp": "avoid exp of large values: torch.logsumexp, softmax / log_softmax, or clamp the exponent",
+    "divide": "guard the denominator where it can be 0: mask or skip those rows, or x / d.clamp_min(1) for a "
+              "count (x / (d + eps) only if x vanishes with d)",
+    "exp": "avoid exp of large values: subtract the row maximum first (x - x.max(dim, keepdim=True).values), "
+           "or use torch.softmax / torch.logsumexp",
     "sqrt": "sqrt(x + eps) or x.clamp_min(eps).sqrt(): the gradient of sqrt at 0 is infinite",
-    "pow": "take the power of x.abs() or clamp the base: a negative base to a fractional power is NaN",
+    "pow": "take the power of x.abs() + eps (or clamp the base): a fractional power at 0 has an infinite gradient, "
+           "and of a negative base is NaN",
+    "acos": "clamp strictly inside the domain: x.clamp(-1 + eps, 1 - eps).acos(): the gradient of acos at ±1 is infinite",
+    "norm": "add an eps inside the norm (torch.sqrt((x * x).sum(dim) + eps)) or use F.normalize(x, dim=..., eps=...): "
+            "the norm of a zero vector has no gradient",
+    "softmax": "never let a whole row be -inf: mask with a large negative number (-1e9) or skip rows that are "
+               "entirely masked",
     "other": "keep the argument inside the function's domain (clamp it)",
 }
+NODE_OPS = {"Sqrt": "sqrt", "Rsqrt": "divide", "Pow": "pow", "Acos": "acos", "Asin": "acos", "Log": "log",
+            "Log2": "log", "Log10": "log", "Div": "divide", "Reciprocal": "divide", "Exp": "exp", "Norm": "norm",
+            "LinalgVectorNorm": "norm", "Cdist": "norm", "Softmax": "softmax", "LogSoftmax": "softmax",
+            "Atanh": "acos"}
+_TRACE_LINE = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
 
 
-@dataclass
-class Call:
-    op: str
-    site: str
-    detail: str
-
-    def line(self) -> str:
-        return f"{display_name(self.op)} at {self.site}: {self.detail}"
+def category(name: str) -> str:
+    return next((key for key, names in CATEGORIES.items() if name in names), "other")
 
 
 OPERATORS = {"__truediv__": "/", "__rtruediv__": "/", "__itruediv__": "/=", "__floordiv__": "//",
@@ -66,137 +79,255 @@ def display_name(name: str) -> str:
     return f"`{OPERATORS[name]}`" if name in OPERATORS else f"torch.{name.rstrip('_')}"
 
 
-def _category(name: str) -> str:
-    for category, names in (("log", LOG), ("divide", DIVIDE), ("exp", EXP), ("sqrt", SQRT), ("pow", POW)):
-        if name in names:
-            return category
-    return "other"
+@dataclass
+class Culprit:
+    op: str  # the op's name as called, or the category for a backward node
+    site: Site
+    detail: str
+    backward: bool = False
+
+    @property
+    def kind(self) -> str:
+        return self.op if self.op in FIXES else category(self.op)
+
+    def line(self) -> str:
+        where = "in backward" if self.backward else "in forward"
+        return f"{display_name(self.op)} at {self.site} ({where}): {self.detail}"
 
 
-def _user_site() -> str | None:
-    """The script's own frame that made this call; None when torch or tuidebug made it."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename == __file__:
-        frame = frame.f_back
-    while frame is not None and frame.f_code.co_filename.startswith(_SKIP[0]):
-        frame = frame.f_back
-    if frame is None or frame.f_code.co_filename.startswith(_SKIP[1]):
-        return None
-    path, line = frame.f_code.co_filename, frame.f_lineno
-    text = linecache.getline(path, line).strip()
-    return f"{os.path.basename(path)}:{line}" + (f" `{text}`" if text else "")
-
-
-def _tensors(values: Any) -> list[torch.Tensor]:
-    found = []
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            found.append(value)
-        elif isinstance(value, (list, tuple)):
-            found.extend(v for v in value if isinstance(v, torch.Tensor))
-    return found
-
-
-def _all_finite(tensors: list[torch.Tensor]) -> bool:
+def _finite(tensors: list[torch.Tensor]) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point() or t.is_complex())
+
+
+def _no_nan(tensors: list[torch.Tensor]) -> bool:
+    return not any(bool(torch.isnan(t).any()) for t in tensors if t.is_floating_point() or t.is_complex())
 
 
 def _range(t: torch.Tensor) -> str:
     if t.numel() == 0 or not t.is_floating_point():
         return ""
-    return f"min {float(t.min()):.3g}, max {float(t.max()):.3g}"
+    t = t.detach()
+    finite = t[torch.isfinite(t)]
+    if not finite.numel():
+        return "no finite value"
+    return f"min {float(finite.min()):.3g}, max {float(finite.max()):.3g}, min |x| {float(finite.abs().min()):.3g}"
 
 
-class Watch(TorchFunctionMode):
-    """Records the first non-finite result from finite inputs and the risky calls, in the user's code."""
+class ForwardWatch(OpWatch):
+    """The first unsafe op whose output went non-finite from inputs that were not, and risky calls."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.first: Call | None = None
-        self.risky: dict[str, Call] = {}
+        self.first: Culprit | None = None
+        self.first_other: Culprit | None = None
+        self.risky: dict[str, str] = {}
 
-    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        kwargs = kwargs or {}
-        result = func(*args, **kwargs)
-        if self.first is not None and len(self.risky) > 20:
-            return result
-        with torch._C.DisableTorchFunction():
-            self._inspect(getattr(func, "__name__", str(func)), args, kwargs, result)
-        return result
-
-    def _inspect(self, name: str, args: tuple, kwargs: dict, result: Any) -> None:
-        inputs = _tensors(args) + _tensors(kwargs.values())
-        outputs = _tensors([result])
-        if not outputs or not inputs:
+    def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
+        inputs = [t for t in tensors_of(args) + tensors_of(kwargs.values()) if t.is_floating_point()]
+        outputs = tensors_of([result])
+        if not outputs or name in MASKS:
             return
-        site = _user_site()
-        if site is None:
-            return
-        if self.first is None and _all_finite(inputs) and not _all_finite(outputs):
-            bad = next(t for t in outputs if not bool(torch.isfinite(t).all()))
-            value = "NaN" if bool(torch.isnan(bad).any()) else "Inf"
-            self.first = Call(name, site, f"{value} from finite inputs ({_range(inputs[0])})")
+        made_nan = _no_nan(inputs) and not _no_nan(outputs)
+        made_inf = _finite(inputs) and not _finite(outputs)
+        if (made_nan or made_inf) and self.first is None:
+            value = "NaN" if made_nan else "Inf"
+            culprit = Culprit(name, site, f"{value} from inputs without it ({_range(inputs[0]) if inputs else ''})")
+            if category(name) != "other":
+                self.first = culprit
+            elif self.first_other is None:
+                self.first_other = culprit
         risk = _risk(name, args)
-        if risk and f"{name}@{site}" not in self.risky:
-            self.risky[f"{name}@{site}"] = Call(name, site, risk)
+        if risk and str(site) not in self.risky:
+            self.risky[str(site)] = f"{display_name(name)} at {site}: {risk}"
+
+    def done(self) -> bool:
+        return self.first is not None and len(self.risky) > 20
 
 
 def _risk(name: str, args: tuple) -> str | None:
     """Why this call is risky now, before it has gone non-finite; None when it is not."""
-    tensors = _tensors(args)
-    if not tensors or not tensors[0].is_floating_point():
+    tensors = tensors_of(args)
+    if not tensors or not tensors[0].is_floating_point() or not tensors[0].numel():
         return None
-    x = tensors[0]
-    if name in LOG and x.numel() and float(x.min()) <= TINY:
+    x, kind = tensors[0], category(name)
+    if kind == "log" and float(x.min()) <= TINY:
         return f"log of values at or near 0 (min {float(x.min()):.3g})"
-    if name in {"rsqrt", "reciprocal"} and x.numel() and float(x.abs().min()) < TINY:
-        return f"division by values near 0 (min |x| {float(x.abs().min()):.3g})"
-    if name in DIVIDE and name not in {"rsqrt", "reciprocal"}:
-        denominator = args[0] if name == "__rtruediv__" else (args[1] if len(args) > 1 else None)
+    if kind == "divide":
+        denominator = args[1] if len(args) > 1 and name != "__rtruediv__" else args[0]
         if isinstance(denominator, torch.Tensor) and denominator.numel() and float(denominator.abs().min()) < TINY:
-            return f"division by values near 0 (min |denominator| {float(denominator.abs().min()):.3g})"
-        if isinstance(denominator, (int, float)) and abs(denominator) < TINY:
-            return "division by 0"
-    if name in EXP and x.numel() and float(x.max()) > EXP_LIMIT.get(x.dtype, 80.0):
+            return f"division by values at or near 0 (min |denominator| {float(denominator.abs().min()):.3g})"
+    if kind == "exp" and float(x.max()) > EXP_LIMIT.get(x.dtype, 80.0):
         return f"exp of large values (max {float(x.max()):.3g}) overflows {x.dtype}"
-    if name in SQRT and x.numel() and float(x.min()) <= 0:
+    if kind == "sqrt" and float(x.min()) <= 0:
         return f"sqrt at {float(x.min()):.3g}: an infinite or NaN gradient in backward"
-    if name in POW and len(args) > 1 and x.numel() and float(x.min()) < 0:
-        exponent = args[1]
-        if isinstance(exponent, float) and not exponent.is_integer():
-            return f"pow of negative values to the power {exponent}"
+    if kind == "acos" and float(x.abs().max()) >= 1.0:
+        return f"acos at |x| = {float(x.abs().max()):.3g}: an infinite gradient at ±1"
+    if kind == "norm" and x.dim() >= 1 and bool((x.reshape(x.shape[0], -1).abs().sum(dim=1) == 0).any()):
+        return "norm of a zero vector: no gradient there (0/0)"
+    if kind == "pow" and len(args) > 1 and isinstance(args[1], float) and not args[1].is_integer() and float(x.min()) <= 0:
+        return f"pow of values at or below 0 to the power {args[1]}"
     return None
 
 
+class BackwardWatch:
+    """Hooks every node of the loss's graph: the first one whose incoming gradient is finite and
+    whose outgoing gradient is not (nodes run in backward order, so the first hook to see it wins)."""
+
+    def __init__(self) -> None:
+        self.first: Culprit | None = None
+        self._handles: list[Any] = []
+
+    def attach(self, loss: torch.Tensor) -> None:
+        seen, todo = set(), [loss.grad_fn]
+        while todo:
+            node = todo.pop()
+            if node is None or id(node) in seen or len(seen) > 50_000:
+                continue
+            seen.add(id(node))
+            self._handles.append(node.register_hook(self._hook(node)))
+            todo.extend(next_node for next_node, _ in node.next_functions)
+
+    def _hook(self, node: Any) -> Any:
+        def check(grad_inputs: tuple, grad_outputs: tuple) -> None:
+            if self.first is not None:
+                return
+            incoming = [g for g in grad_outputs if isinstance(g, torch.Tensor)]
+            outgoing = [g for g in grad_inputs if isinstance(g, torch.Tensor)]
+            if outgoing and _finite(incoming) and not _finite(outgoing) and _finite(_saved(node)):
+                self.first = _node_culprit(node)
+        return check
+
+    def detach(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+
+def _saved(node: Any) -> list[torch.Tensor]:
+    """The tensors a backward node saved from its forward (its operands or result). Non-finite ones
+    mean the NaN came in with the values; the node only passes it on."""
+    saved = []
+    for attr in dir(node):
+        if attr.startswith("_saved_"):
+            try:
+                value = getattr(node, attr)
+            except RuntimeError:  # freed, or not a tensor that can be read back
+                continue
+            if isinstance(value, torch.Tensor):
+                saved.append(value.detach())
+    return saved
+
+
+def _node_culprit(node: Any) -> Culprit:
+    kind = type(node).__name__
+    base = re.sub(r"Backward\d*$", "", kind)
+    op = NODE_OPS.get(base, base.lower())
+    operand = next((v for v in _saved(node) if v.is_floating_point()), None)
+    detail = f"{kind} returned a non-finite gradient from a finite one"
+    if operand is not None:
+        detail += f"; its saved operand: {_range(operand.detach())}"
+    return Culprit(op, _forward_site(node) or Site("?", 0, ""), detail, backward=True)
+
+
+def _forward_site(node: Any) -> Site | None:
+    """The user's line that made this node in forward, from anomaly mode's record of the stack."""
+    stack = node.metadata.get("traceback_") if hasattr(node, "metadata") else None
+    if not stack:
+        return None
+    text = "".join(stack) if isinstance(stack, (list, tuple)) else str(stack)
+    sites = [Site(m["path"], int(m["line"]), "") for m in _TRACE_LINE.finditer(text) if is_user_file(m["path"])]
+    return sites[-1] if sites else None
+
+
+class SafeOp(TorchFunctionMode):
+    """The trial's change: the culprit op, at the culprit's line, computed in its safe form."""
+
+    def __init__(self, culprit: Culprit) -> None:
+        super().__init__()
+        self.kind, self.path, self.line = culprit.kind, culprit.site.path, culprit.site.line
+        self.applied = 0
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        name = op_name(func)
+        if category(name) == self.kind:
+            site = caller_site()
+            if site is not None and site.path == self.path and site.line == self.line:
+                self.applied += 1
+                with torch._C.DisableTorchFunction():
+                    return _safe(self.kind, name, func, args, kwargs)
+        return func(*args, **kwargs)
+
+
+def _safe(kind: str, name: str, func: Any, args: tuple, kwargs: dict) -> Any:
+    args = list(args)
+    if kind in ("log", "sqrt") and isinstance(args[0], torch.Tensor):
+        args[0] = args[0].clamp_min(EPS)
+    elif kind == "acos" and isinstance(args[0], torch.Tensor):
+        args[0] = args[0].clamp(-1 + EPS, 1 - EPS)
+    elif kind == "exp" and isinstance(args[0], torch.Tensor):
+        args[0] = args[0].clamp_max(EXP_LIMIT.get(args[0].dtype, 80.0))
+    elif kind == "pow" and isinstance(args[0], torch.Tensor):
+        args[0] = args[0].abs() + EPS
+    elif kind == "divide":
+        index = 0 if name in ("__rtruediv__", "reciprocal", "reciprocal_", "rsqrt") else 1
+        if index < len(args) and isinstance(args[index], torch.Tensor):
+            d = args[index]  # a zero divisor becomes 1: the row keeps a finite value of its own scale
+            args[index] = torch.where(d.abs() < EPS, torch.ones_like(d), d)
+    elif kind == "norm" and isinstance(args[0], torch.Tensor) and name in ("norm", "vector_norm"):
+        x = args[0]
+        dim = kwargs.get("dim", args[2] if len(args) > 2 else None)
+        keepdim = kwargs.get("keepdim", False)
+        squares = (x * x).sum(dim=dim, keepdim=keepdim) if dim is not None else (x * x).sum()
+        return (squares + EPS).sqrt()
+    elif kind == "softmax" and isinstance(args[0], torch.Tensor):
+        args[0] = args[0].clamp_min(-1e4)
+    return func(*args, **kwargs)
+
+
+@contextmanager
+def watched(forward: ForwardWatch) -> Iterator[None]:
+    """The forward watch, with anomaly mode recording each node's forward stack for the backward watch."""
+    with ExitStack() as stack:
+        stack.enter_context(torch.autograd.set_detect_anomaly(True, check_nan=False))
+        stack.enter_context(forward)
+        yield
+
+
+@probe("nan.unsafe_math")
 def unsafe_math(ctx: ProbeContext) -> ProbeOutcome:
     trainer = ctx.trainer
-    watch = Watch()
-    start = Start(ctx.runtime.snapshot, 1, "the state at the break")
-    trainer.reset(start.snapshot)
-    result = trainer.step(trainer.prepare(), Adjust(mode=lambda: watch))
-    risky = [call.line() for call in watch.risky.values()]
-    evidence = [f"replayed the failing step under an op-by-op check: loss {result.loss}, "
+    forward, backward = ForwardWatch(), BackwardWatch()
+    trainer.reset(ctx.break_state)
+    try:
+        result = trainer.step(trainer.prepare(), Adjust(mode=lambda: watched(forward), before_backward=backward.attach))
+    finally:
+        backward.detach()
+    risky = list(forward.risky.values())
+    evidence = [f"replayed the failing step op by op: loss {result.loss}, "
                 f"gradients {'finite' if result.grads_finite else 'not finite'}"]
-    first = watch.first
-    data = {"first": first.line() if first else None, "risky": risky}
-    if first is not None:
-        category = _category(first.op) if first.op in UNSAFE else None
-        evidence.append(f"first non-finite value: {first.line()}")
-        evidence += [f"risky: {line}" for line in risky[:8]]
-        if category is not None:
-            return ProbeOutcome(FAIL, f"unsafe math: {display_name(first.op)} at {first.site.split(' ')[0]} produced "
-                                f"{first.detail.split(' ')[0]}", evidence, FIXES[category], data=data)
-        return ProbeOutcome(PASS, f"no unsafe op: the first non-finite value is an overflow in {display_name(first.op)} of "
-                            "values that were already huge (see learning rate and gradients)", evidence, data=data)
-    loss_ok = result.loss is not None and math.isfinite(result.loss)
-    if loss_ok and not result.grads_finite and risky:
-        evidence += [f"risky: {line}" for line in risky[:8]]
-        category = _category(next(iter(watch.risky.values())).op)
-        return ProbeOutcome(FAIL, f"unsafe math in backward: {risky[0]}", evidence, FIXES[category], data=data)
-    if result.loss is None:
-        return ProbeOutcome(INCONCLUSIVE, "the replayed step computed no loss", evidence, data=data)
-    evidence += [f"risky (not yet non-finite): {line}" for line in risky[:8]]
-    summary = "no op produced a non-finite value from finite inputs"
-    if not loss_ok:
-        summary += ": non-finite values came in through the inputs or the weights"
-    return ProbeOutcome(PASS, summary, evidence, data=data)
+    culprit = forward.first or backward.first
+    data: dict[str, Any] = {"first": culprit.line() if culprit else None, "risky": risky}
+    if culprit is None:
+        evidence += [f"risky (not yet non-finite): {line}" for line in risky[:8]]
+        if forward.first_other is not None:
+            evidence.append(f"first non-finite value: {display_name(forward.first_other.op)} at "
+                            f"{forward.first_other.site}, an overflow of values that were already huge")
+        if result.loss is None:
+            return ProbeOutcome(INCONCLUSIVE, "the replayed step computed no loss", evidence, data=data)
+        return ProbeOutcome(PASS, "no op produced a non-finite value from finite inputs, forward or backward",
+                            evidence, data=data)
+    evidence.append(f"first non-finite value: {culprit.line()}")
+    evidence += [f"risky: {line}" for line in risky[:6]]
+    start = start_point(ctx)
+    as_written = run_trial(ctx, start, Adjust())
+    safe = SafeOp(culprit)
+    fixed = run_trial(ctx, start, Adjust(mode=lambda: safe))
+    evidence += [f"replay from {start.label} as written: {as_written.describe()}",
+                 f"... with {culprit.kind} made safe at {culprit.site.short}: {fixed.describe()}"]
+    data["confirmed"] = as_written.blew_up and not fixed.blew_up
+    where = "backward" if culprit.backward else "forward"
+    summary = (f"unsafe math: {display_name(culprit.op)} at {culprit.site.short} gives a non-finite value in {where}"
+               + (f" ({culprit.detail.split('; ')[-1]})" if culprit.backward else ""))
+    return ProbeOutcome(FAIL, summary, evidence,
+                        f"at {culprit.site.short} (`{culprit.site.text}`): {FIXES[culprit.kind]}", data=data)

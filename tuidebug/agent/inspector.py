@@ -6,35 +6,18 @@ finite values only, with NaN and Inf counted and located apart.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 
+from tuidebug.batches import tensors_in
 from tuidebug.protocol import BatchReport
 
 MAX_LOCATIONS = 8
 EXAMPLE_VALUES = 16
 MAX_CLASSES = 64
 IMAGE_ROWS, IMAGE_COLUMNS = 16, 32
-
-
-def tensors_in(value: Any, path: str = "batch", depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
-    """Every tensor in a batch of any nesting, with a path like ``batch['input_ids']``."""
-    if isinstance(value, torch.Tensor):
-        yield path, value
-    elif depth > 6:
-        return
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from tensors_in(item, f"{path}[{key!r}]", depth + 1)
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            yield from tensors_in(item, f"{path}[{index}]", depth + 1)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            yield from tensors_in(getattr(value, f.name), f"{path}.{f.name}", depth + 1)
 
 
 def summarise(path: str, tensor: torch.Tensor, example: int) -> dict[str, Any]:

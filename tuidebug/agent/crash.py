@@ -1,0 +1,416 @@
+"""The script raised: what the exception means in terms of the user's own tensors and modules.
+
+Read at the moment of the exception, before its frames are dropped: the innermost line of the
+user's code, the values named on that line (shapes, dtypes, label ranges, layer sizes), the module
+whose forward raised (from the hooks) and the loss call that raised. The failure is classified by
+those tensors and the op, not by the message text, which is only a last resort; the result is
+plain strings, so no frame or tensor is kept alive by it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import resource
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+import psutil
+import torch
+
+from tuidebug.format import bytes_text
+from tuidebug.sites import Site, innermost_user_site, user_frames
+
+SHAPE_MESSAGE = re.compile(
+    r"shape|size mismatch|mat1 and mat2|must match the size|dimension|Expected input batch_size|"
+    r"doesn't match the broadcast|cannot be multiplied|Target size|expected input|input.size|hidden|equal size|"
+    r"size of tensor|is invalid for input of size|number of dimensions|same number of|expected .*size", re.I)
+ALLOCATION = re.compile(r"(?:tried to allocate|Tried to allocate)\s+([\d.]+)\s*([KMGT]?i?B|bytes)", re.I)
+UNITS = {"bytes": 1, "b": 1, "kb": 1e3, "kib": 2**10, "mb": 1e6, "mib": 2**20, "gb": 1e9, "gib": 2**30, "tb": 1e12,
+         "tib": 2**40}
+MAX_OPERANDS = 8
+RNN = (torch.nn.RNN, torch.nn.LSTM, torch.nn.GRU)
+CLASS_LOSSES = ("cross_entropy", "nll_loss")
+BINARY_LOSSES = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
+
+
+@dataclass
+class Crash:
+    kind: str  # oom | shape | no_graph | other
+    cause: str  # the tree's cause id this points to (shape_mismatch, target_out_of_range, ...)
+    exception: str
+    site: str | None = None
+    frames: list[str] = field(default_factory=list)
+    operands: list[str] = field(default_factory=list)
+    module: str | None = None
+    module_inputs: list[str] = field(default_factory=list)
+    loss: str | None = None
+    findings: list[str] = field(default_factory=list)
+    fix: str = ""
+    memory: dict[str, Any] = field(default_factory=dict)
+    batch_size: int | None = None
+
+    def lines(self) -> list[str]:
+        """The analysis as evidence lines (also sent to the TUI in the crash event)."""
+        out = [f"exception: {self.exception}"]
+        if self.site:
+            out.append(f"raised at {self.site}")
+        out += [f"finding: {line}" for line in self.findings]
+        if self.module:
+            out.append(f"failing module: {self.module}" + (f", input {', '.join(self.module_inputs)}"
+                                                           if self.module_inputs else ""))
+        if self.loss:
+            out.append(f"failing loss call: {self.loss}")
+        out += [f"operand {line}" for line in self.operands]
+        out += [f"memory: {key} {value}" for key, value in self.memory.items()]
+        out += [f"traceback: {line}" for line in self.frames[-6:]]
+        if self.fix:
+            out.append(f"fix: {self.fix}")
+        return out
+
+
+@dataclass
+class FailedModule:
+    module: torch.nn.Module
+    name: str
+    inputs: list[Any]
+    step: int
+
+
+@dataclass
+class FailedLoss:
+    function: str
+    input: Any
+    target: Any
+    step: int
+
+
+def describe(value: Any) -> str | None:
+    """A value as evidence: a tensor's shape and dtype (and label range), a layer's sizes."""
+    if isinstance(value, torch.Tensor):
+        text = f"{shape_text(value.shape)} {str(value.dtype).replace('torch.', '')}"
+        if not value.is_floating_point() and not value.is_complex() and 0 < value.numel() <= 10_000_000:
+            text += f" values {int(value.min())}..{int(value.max())}"
+        return text
+    if isinstance(value, torch.nn.Module):
+        return module_text(value)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value[:8]):
+        return "[" + ", ".join(shape_text(v.shape) for v in value[:8]) + "]"
+    if isinstance(value, (int, float, bool)):
+        return repr(value)
+    return None
+
+
+def shape_text(shape: Any) -> str:
+    dims = [int(d) for d in shape]
+    return "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
+
+
+def module_text(module: torch.nn.Module) -> str:
+    extra = module.extra_repr()
+    return f"{type(module).__name__}({extra})" if extra else type(module).__name__
+
+
+def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss: FailedLoss | None,
+            model_batch: int | None, one_hot: dict[str, set[int]]) -> Crash:
+    """The crash's classification and evidence, from the exception and what the hooks recorded."""
+    crash = Crash(kind="other", cause="exception", exception=f"{type(exc).__name__}: {exc}".strip()[:600],
+                  batch_size=model_batch)
+    tb = exc.__traceback__
+    found = innermost_user_site(tb)
+    crash.frames = [f"{f.f_code.co_filename.rsplit('/', 1)[-1]}:{f.f_lineno} in {f.f_code.co_name}"
+                    for f in user_frames(tb)]
+    if found is not None:
+        site, frame = found
+        crash.site = str(site)
+        crash.operands = operands_on_line(site, frame)
+    if failed_module is not None:
+        crash.module = f"{failed_module.name} {module_text(failed_module.module)}"
+        crash.module_inputs = [d for d in (describe(v) for v in failed_module.inputs) if d]
+    if failed_loss is not None:
+        crash.loss = (f"{failed_loss.function}(input {describe(failed_loss.input)}, "
+                      f"target {describe(failed_loss.target)})")
+    if _is_oom(exc):
+        _out_of_memory(crash, exc)
+    elif failed_loss is not None and _loss_findings(crash, failed_loss, model_batch, one_hot):
+        pass
+    elif failed_module is not None and _module_findings(crash, failed_module):
+        pass
+    elif _no_graph(exc):
+        crash.kind, crash.cause = "no_graph", "no_gradient_to_weights"
+        crash.findings.append("backward() was called on a loss that does not require grad: no autograd path "
+                              "leads from it to any parameter")
+    elif isinstance(exc, (RuntimeError, ValueError, IndexError)) and SHAPE_MESSAGE.search(str(exc)):
+        crash.kind, crash.cause = "shape", "shape_mismatch"
+        reshape = _reshape_finding(str(exc))
+        crash.findings.append(reshape[0] if reshape else
+                              "a shape error raised by torch; the operands on the failing line are listed")
+        crash.findings += _one_hot_hint(one_hot)
+        crash.fix = ("assert the operands' shapes just before the failing line "
+                     f"({crash.site.split(' ')[0] if crash.site else 'see the traceback'}), fix the layer size or the "
+                     "reshape that disagrees, then remove the assertion")
+        if one_hot:
+            site = next(iter(one_hot)).split(" ", 1)[0]
+            crash.fix = f"pass the number of classes to F.one_hot at {site}: F.one_hot(labels, num_classes=C)"
+        elif reshape:
+            crash.fix = reshape[1]
+    return crash
+
+
+def operands_on_line(site: Site, frame: FrameType) -> list[str]:
+    """The names on the failing line with their values' shapes (``x: (64, 2048) float32``)."""
+    found = []
+    for name in _names(site.text):
+        value = _lookup(name, frame)
+        text = describe(value) if value is not _MISSING else None
+        if text is not None:
+            found.append(f"{name}: {text}")
+        if len(found) >= MAX_OPERANDS:
+            break
+    return found
+
+
+_MISSING = object()
+
+
+def _names(line: str) -> list[str]:
+    """Names and attribute chains on a line of source (``self.fc``, ``x``), in order, once each."""
+    text = line.strip()
+    bare = re.sub(r"^(elif|if|while|for|with|return|assert|yield)\b", "", text.rstrip(":")).strip()
+    for candidate in (text, bare):
+        try:
+            tree = ast.parse(candidate)
+            break
+        except SyntaxError:
+            continue
+    else:
+        return list(dict.fromkeys(re.findall(r"[A-Za-z_][\w.]*", text)))
+    chains = [(node.col_offset, c) for node in ast.walk(tree) if isinstance(node, ast.Attribute) and (c := _chain(node))]
+    heads = {chain.split(".")[0] for _, chain in chains}
+    plain = [(node.col_offset, node.id) for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id not in heads]
+    outermost = [(offset, chain) for offset, chain in chains if not any(
+        other != chain and other.startswith(chain + ".") for _, other in chains)]
+    return list(dict.fromkeys(name for _, name in sorted(outermost + plain)))
+
+
+def _chain(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _lookup(name: str, frame: FrameType) -> Any:
+    head, *rest = name.split(".")
+    if head in frame.f_locals:
+        value = frame.f_locals[head]
+    elif head in frame.f_globals:
+        value = frame.f_globals[head]
+    else:
+        return _MISSING
+    for attr in rest:
+        if isinstance(value, torch.Tensor):  # x.shape, x.view: the tensor itself says it
+            return value
+        try:
+            value = getattr(value, attr)
+        except Exception:
+            return _MISSING
+    return value
+
+
+# --- classification by the tensors ------------------------------------------------------------
+
+def _loss_findings(crash: Crash, failed: FailedLoss, model_batch: int | None, one_hot: dict[str, set[int]]) -> bool:
+    input, target, function = failed.input, failed.target, failed.function
+    if not isinstance(input, torch.Tensor) or not isinstance(target, torch.Tensor):
+        return False
+    integer_target = not target.is_floating_point() and target.dtype != torch.bool
+    if function in CLASS_LOSSES and integer_target and input.dim() >= 2 and target.numel():
+        classes, low, high = int(input.shape[1]), int(target.min()), int(target.max())
+        if high >= classes or (low < 0 and low != -100):
+            crash.kind, crash.cause = "shape", "target_out_of_range"
+            crash.findings.append(f"the labels run {low}..{high} but the model outputs {classes} classes "
+                                  f"(valid labels 0..{classes - 1}) at {function}")
+            crash.fix = (f"make the labels 0-based (e.g. `y - 1` if they run 1..{classes}) or give the last layer "
+                         f"{high + 1} outputs, so that every label is below the number of classes")
+            return True
+    if function in CLASS_LOSSES and target.is_floating_point() and target.shape != input.shape:
+        crash.kind, crash.cause = "shape", "target_out_of_range"
+        crash.findings.append(f"{function} got float targets of shape {shape_text(target.shape)} for input "
+                              f"{shape_text(input.shape)}: it expects class indices (int64, shape "
+                              f"{shape_text(input.shape[:1])}) or probabilities of the input's shape")
+        crash.fix = "pass class indices: target.argmax(dim=1).long() (or labels.long()), not one-hot floats"
+        return True
+    if function in BINARY_LOSSES and not target.is_floating_point():
+        crash.kind, crash.cause = "shape", "target_out_of_range"
+        crash.findings.append(f"{function} got {str(target.dtype).replace('torch.', '')} targets: it needs float "
+                              "targets of the input's shape")
+        crash.fix = "convert the targets: target.float() (and target.view_as(input) if the shapes differ)"
+        return True
+    if input.dim() and target.dim() and input.shape[0] != target.shape[0]:
+        crash.kind = "shape"
+        if model_batch is not None and target.shape[0] == model_batch:
+            crash.cause = "batch_folded"
+            crash.findings.append(
+                f"the model was called with {model_batch} examples but its output has {input.shape[0]} rows "
+                f"({shape_text(input.shape)}): a view/reshape in the forward folds the batch dimension")
+            crash.fix = ("keep the batch dimension first when flattening: x.view(x.size(0), -1) or x.flatten(1), "
+                         "never x.view(-1, features) with a wrong feature count")
+        else:
+            crash.cause = "shape_mismatch"
+            crash.findings.append(f"{function}: input has {input.shape[0]} rows {shape_text(input.shape)} but the "
+                                  f"target has {target.shape[0]} {shape_text(target.shape)}")
+            crash.fix = "make the model's output and the target cover the same examples (same first dimension)"
+        return True
+    if input.shape != target.shape:
+        crash.kind, crash.cause = "shape", "shape_mismatch"
+        crash.findings.append(f"{function}: input {shape_text(input.shape)} and target {shape_text(target.shape)} "
+                              "disagree")
+        widths = next((sorted(w) for site, w in one_hot.items() if len(w) > 1 or target.shape[-1] in w), None)
+        if widths is not None and target.dim() and target.shape[-1] in widths:
+            site = next(s for s, w in one_hot.items() if target.shape[-1] in w)
+            crash.findings.append(f"the target was one-hot encoded without num_classes at {site}: its width "
+                                  f"follows the largest label of each batch (seen {widths})")
+            crash.fix = f"give the number of classes: F.one_hot(labels, num_classes={input.shape[-1]})"
+        else:
+            crash.fix = f"reshape the target or the output so that both are {shape_text(input.shape)}"
+        return True
+    return False
+
+
+RESHAPE = re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)")
+
+
+def _reshape_finding(message: str) -> tuple[str, str] | None:
+    """A view/reshape to a fixed shape that the input does not fill: which dimension is off, and by how
+    much (a batch size written into the shape meets the last, smaller batch of an epoch)."""
+    match = RESHAPE.search(message)
+    if not match:
+        return None
+    dims = [int(d) for d in match.group(1).split(",")]
+    size = int(match.group(2))
+    for index, dim in enumerate(dims):
+        others = 1
+        for other in dims[:index] + dims[index + 1:]:
+            others *= other if other > 0 else 1
+        if dim > 0 and others and size % others == 0 and size // others != dim:
+            actual = size // others
+            finding = (f"the reshape asks for {dim} in dimension {index} of {tuple(dims)} but the input holds "
+                       f"{actual} there ({size} values): a size written into the shape")
+            fix = (f"let the reshape infer that dimension: .view(-1, ...) or x.size({index}) instead of {dim}"
+                   + ("; if it is the batch size, the last batch of an epoch is smaller (or pass drop_last=True to "
+                      "the DataLoader)" if index == 0 else ""))
+            return finding, fix
+    return None
+
+
+def _one_hot_hint(one_hot: dict[str, set[int]]) -> list[str]:
+    """One-hot encodings made without num_classes: their width follows each batch's largest label."""
+    return [f"F.one_hot was called without num_classes at {site} (widths seen: {sorted(widths)}): the width follows "
+            "the largest label of each batch; pass num_classes" for site, widths in one_hot.items()]
+
+
+def _module_findings(crash: Crash, failed: FailedModule) -> bool:
+    module, inputs = failed.module, [v for v in failed.inputs if isinstance(v, torch.Tensor)]
+    if not inputs:
+        return False
+    x = inputs[0]
+    name = failed.name
+    if isinstance(module, torch.nn.Linear) and x.dim() and x.shape[-1] != module.in_features:
+        crash.kind, crash.cause = "shape", "shape_mismatch"
+        crash.findings.append(f"{name} is Linear(in_features={module.in_features}) but its input is "
+                              f"{shape_text(x.shape)}: the last dimension is {x.shape[-1]}")
+        if x.dim() > 2:
+            crash.fix = (f"flatten the input before {name}: x = x.flatten(1) (then in_features="
+                         f"{int(torch.tensor(x.shape[1:]).prod())})")
+        else:
+            crash.fix = (f"make {name} take the input it gets: nn.Linear(in_features={x.shape[-1]}, "
+                         f"out_features={module.out_features})")
+        return True
+    if isinstance(module, torch.nn.modules.conv._ConvNd) and x.dim() >= 2:
+        channels = x.shape[1] if x.dim() == module.weight.dim() else x.shape[0]
+        if channels != module.in_channels:
+            crash.kind, crash.cause = "shape", "shape_mismatch"
+            crash.findings.append(f"{name} is {type(module).__name__}(in_channels={module.in_channels}) but its "
+                                  f"input {shape_text(x.shape)} has {channels} channels")
+            crash.fix = (f"give {name} in_channels={channels}, or feed it (batch, {module.in_channels}, ...) "
+                         "(channels first: x.permute(0, 3, 1, 2) for channels-last images)")
+            return True
+    if isinstance(module, RNN):
+        return _rnn_findings(crash, failed, x, inputs[1:] + [v for v in failed.inputs[1:2] if isinstance(v, tuple)])
+    if isinstance(module, torch.nn.Embedding) and not x.is_floating_point() and x.numel():
+        high = int(x.max())
+        if high >= module.num_embeddings:
+            crash.kind, crash.cause = "shape", "shape_mismatch"
+            crash.findings.append(f"{name} has num_embeddings={module.num_embeddings} but got index {high}")
+            crash.fix = f"size the embedding for every index: nn.Embedding({high + 1}, {module.embedding_dim})"
+            return True
+    return False
+
+
+def _rnn_findings(crash: Crash, failed: FailedModule, x: torch.Tensor, hidden: list[Any]) -> bool:
+    module, name = failed.module, failed.name
+    crash.kind, crash.cause = "shape", "shape_mismatch"
+    if x.shape[-1] != module.input_size:
+        crash.findings.append(f"{name} is {type(module).__name__}(input_size={module.input_size}) but its input "
+                              f"{shape_text(x.shape)} has {x.shape[-1]} features")
+        crash.fix = f"give {name} input_size={x.shape[-1]} or fix the features fed to it"
+        return True
+    states = [t for h in hidden for t in (h if isinstance(h, tuple) else (h,)) if isinstance(t, torch.Tensor)]
+    layout = "(batch, seq, feature)" if module.batch_first else "(seq, batch, feature)"
+    batch = x.shape[0] if module.batch_first else (x.shape[1] if x.dim() == 3 else None)
+    crash.findings.append(f"{name} has batch_first={module.batch_first}: it reads its input {shape_text(x.shape)} as "
+                          f"{layout}, so the batch is {batch}")
+    if states:
+        crash.findings.append("its initial state is " + ", ".join(shape_text(s.shape) for s in states) +
+                              f": expected (num_layers*directions, {batch}, {module.hidden_size})")
+    if states and x.dim() == 3 and not module.batch_first and states[0].shape[1] == x.shape[0]:
+        crash.fix = (f"the input is batch-first: build {name} with batch_first=True "
+                     f"(nn.{type(module).__name__}(..., batch_first=True)), or pass x.transpose(0, 1)")
+    elif states:
+        crash.fix = f"build the initial state as torch.zeros(num_layers * directions, {batch}, {module.hidden_size})"
+    else:
+        crash.fix = "check the RNN's input layout (batch_first) and its input_size"
+    return True
+
+
+def _no_graph(exc: BaseException) -> bool:
+    return isinstance(exc, RuntimeError) and "does not require grad" in str(exc)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, (RuntimeError, MemoryError)) and (
+        "can't allocate memory" in text or "out of memory" in text.lower() or isinstance(exc, MemoryError))
+
+
+def _out_of_memory(crash: Crash, exc: BaseException) -> None:
+    crash.kind, crash.cause = "oom", "out_of_memory"
+    match = ALLOCATION.search(str(exc))
+    if match:
+        size = float(match.group(1)) * UNITS.get(match.group(2).lower(), 1)
+        crash.memory["asked for"] = bytes_text(size)
+        crash.memory["asked_bytes"] = int(size)
+    if torch.cuda.is_initialized():
+        index = torch.cuda.current_device()
+        crash.memory.update({
+            "allocated": bytes_text(torch.cuda.memory_allocated(index)),
+            "reserved": bytes_text(torch.cuda.memory_reserved(index)),
+            "peak": bytes_text(torch.cuda.max_memory_allocated(index)),
+            "device total": bytes_text(torch.cuda.get_device_properties(index).total_memory),
+        })
+    else:
+        info = psutil.Process().memory_info()
+        crash.memory.update({"RSS (CPU)": bytes_text(info.rss), "address space": bytes_text(info.vms)})
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            crash.memory["address-space limit"] = bytes_text(soft)
+            crash.memory["limit_bytes"] = int(soft)
+        crash.memory["machine total"] = bytes_text(psutil.virtual_memory().total)
+

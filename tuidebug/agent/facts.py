@@ -1,0 +1,368 @@
+"""What the hooks observe of the training loop, for the checks that name why a run does not learn,
+computes a silently wrong loss, or keeps growing in memory.
+
+Everything here runs on the training thread, so it is sampled: a check that needs a look at
+tensors (a host sync on a GPU) is made on the first EARLY_STEPS steps and then every
+SAMPLE_EVERY steps. What is kept is small: a few numbers, names and source lines per kind.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tuidebug.sites import Site, user_site
+
+EARLY_STEPS = 5
+SAMPLE_EVERY = 25
+CLASS_LOSSES = ("cross_entropy", "nll_loss")
+# Findings need repeated evidence: STALE_CHECKS first-backward checks in a row with the gradients
+# already set; the graphs of LEAKED_STEPS different earlier steps alive at once; NO_STEP_BACKWARDS
+# backward passes with no step. One sample could be a pattern the loop means (accumulation, a graph
+# kept for one more step); three cannot.
+STALE_CHECKS = 3
+# A schedule collapses the rate when it falls below LR_COLLAPSE of its start; stepped every batch, it
+# does so "early" when that happens within the first epoch (or, without a DataLoader, EARLY_COLLAPSE steps).
+LR_COLLAPSE = 1e-3
+EARLY_COLLAPSE = 1000
+PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR")
+LEAKED_STEPS = 3
+NO_STEP_BACKWARDS = 5
+# Graph tags kept per step: a healthy loop frees step t's graph by step t + 2 (see NOTES.md), so a
+# tag older than that still alive means something holds the graph.
+TAGGED_STEPS = 400
+GRAPH_AGE = 2
+MEMORY_SAMPLES = 2048
+
+
+def sampled(step: int) -> bool:
+    return step <= EARLY_STEPS or step % SAMPLE_EVERY == 0
+
+
+@dataclass
+class LossCall:
+    """One loss function's call, as first seen (and refreshed at sampled steps)."""
+
+    function: str
+    site: str
+    input_shape: list[int]
+    target_shape: list[int] | None
+    input_dtype: str
+    target_dtype: str | None
+    input_producer: str | None  # the autograd node that made the input: SoftmaxBackward0, ...
+    input_module: str | None  # the module whose output the input is (``net.3 (Softmax)``)
+    input_min: float | None = None
+    input_max: float | None = None
+    rows_sum_to_one: bool = False
+    target_min: float | None = None
+    target_max: float | None = None
+    classes: int | None = None
+    calls: int = 0
+
+    @property
+    def broadcasts(self) -> bool:
+        """Input and target of different shapes that broadcast to a larger one ((N,1) against (N,))."""
+        if self.target_shape is None or self.input_shape == self.target_shape:
+            return False
+        try:
+            shape = list(torch.broadcast_shapes(torch.Size(self.input_shape), torch.Size(self.target_shape)))
+        except RuntimeError:
+            return False
+        return shape != self.input_shape or shape != self.target_shape
+
+
+@dataclass
+class SchedulerCalls:
+    kind: str
+    site: str
+    calls: int = 0
+    steps_at_first_call: int = 0
+    scheduler: Any = None  # a weak reference
+
+    def collapse_step(self) -> int | None:
+        """The step count at which this schedule puts the rate below LR_COLLAPSE of its start (from
+        its own settings: StepLR, MultiStepLR, ExponentialLR), or None when it never does."""
+        scheduler = self.scheduler() if self.scheduler is not None else None
+        gamma = getattr(scheduler, "gamma", None)
+        if scheduler is None or not gamma or not 0 < gamma < 1:
+            return None
+        decays = math.ceil(math.log(LR_COLLAPSE) / math.log(gamma))
+        if self.kind == "StepLR":
+            return decays * int(scheduler.step_size)
+        if self.kind == "ExponentialLR":
+            return decays
+        if self.kind == "MultiStepLR":
+            milestones = sorted(scheduler.milestones.elements())
+            return milestones[decays - 1] if len(milestones) >= decays else None
+        return None
+
+
+@dataclass
+class GraphTag:
+    """Lives in an autograd node's metadata: freed with the graph that holds it."""
+
+    step: int
+    what: str
+
+
+@dataclass
+class Facts:
+    loss_calls: dict[int, LossCall] = field(default_factory=dict)  # by call order within a step
+    stale_grads: list[tuple[int, bool]] = field(default_factory=list)  # (step, grads non-zero at its first backward)
+    backward_without_graph: str | None = None  # where a loss that did not require grad went backward
+    grad_checks: list[tuple[int, list[str], list[str]]] = field(default_factory=list)  # (step, no grad, zero grad)
+    not_in_optimizer: list[str] = field(default_factory=list)
+    optimizer_foreign: int = 0  # parameters an optimizer holds that the model does not use
+    unregistered: list[str] = field(default_factory=list)
+    frozen: list[str] = field(default_factory=list)
+    mode_checks: list[tuple[int, bool]] = field(default_factory=list)  # (step, model.training)
+    has_mode_layers: bool = False
+    schedulers: dict[int, SchedulerCalls] = field(default_factory=dict)
+    manual_updates: int = 0
+    one_hot: dict[str, set[int]] = field(default_factory=dict)  # site -> widths, for calls without num_classes
+    memory: collections.deque = field(default_factory=lambda: collections.deque(maxlen=MEMORY_SAMPLES))
+    tags: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAGGED_STEPS))
+    backward_total: int = 0
+    backward_site: str | None = None
+    optimizers: int = 0
+    optimizer_sites: list[tuple[str, str]] = field(default_factory=list)  # (type, where it was created)
+    eval_sites: dict[int, str] = field(default_factory=dict)  # id(module) -> where .eval() / .train(False) was called
+    target_path: str | None = None  # which tensor of the batch the loss takes as its target (``batch[1]``)
+    trainable: int = 0
+    epoch_length: int | None = None  # batches per epoch of the DataLoader that feeds the loop
+    source_files: set[str] = field(default_factory=set)  # the user's files the sites above are in
+    reported: set[str] = field(default_factory=set)
+
+    # --- findings: what is wrong beyond doubt, reported once as it is seen --------------------
+
+    def new_findings(self, step: int) -> list[tuple[str, str, list[str]]]:
+        """(code, text, details) of findings not reported yet; see ``tuidebug.triage`` for what each opens."""
+        found = []
+        for code, check in (("loss_broadcast", self._broadcast), ("one_hot_width", self._one_hot),
+                            ("stale_grads", self._stale), ("not_in_optimizer", self._not_in_optimizer),
+                            ("unregistered_modules", self._unregistered), ("no_grad_params", self._no_grad),
+                            ("eval_mode", self._eval_mode), ("loss_input", self._loss_input),
+                            ("no_optimizer_step", self._no_step), ("lr_schedule", lambda: self._schedule(step)),
+                            ("graphs_kept", lambda: self._graphs(step))):
+            if code in self.reported:
+                continue
+            result = check()
+            if result:
+                self.reported.add(code)
+                text, details = result if isinstance(result, tuple) else (result, [])
+                found.append((code, text, details))
+        return found
+
+    def _broadcast(self) -> str | None:
+        call = next((c for c in self.loss_calls.values() if c.broadcasts and c.function not in CLASS_LOSSES), None)
+        if call is None:
+            return None
+        shape = list(torch.broadcast_shapes(torch.Size(call.input_shape), torch.Size(call.target_shape)))
+        return (f"{call.function} at {call.site} compares input {tuple(call.input_shape)} with target "
+                f"{tuple(call.target_shape)}: they broadcast to {tuple(shape)}, every output against every target")
+
+    def _one_hot(self) -> str | None:
+        site = next((s for s, widths in self.one_hot.items() if len(widths) > 1), None)
+        if site is None:
+            return None
+        return (f"F.one_hot without num_classes at {site} made encodings of widths {sorted(self.one_hot[site])}: "
+                "the width follows the largest label of each batch")
+
+    def _stale(self) -> str | None:
+        recent = self.stale_grads[-STALE_CHECKS:]
+        if self.optimizers != 1 or len(recent) < STALE_CHECKS or not all(stale for _, stale in recent):
+            return None
+        return (f"the gradients were already non-zero when backward started, at the first backward of steps "
+                f"{', '.join(str(s) for s, _ in recent)}: they are never reset (no zero_grad)")
+
+    def _not_in_optimizer(self) -> str | None:
+        if self.not_in_optimizer and (self.optimizer_foreign or len(self.not_in_optimizer) == self.trainable):
+            foreign = f"; it holds {self.optimizer_foreign} tensor(s) the model does not use" if self.optimizer_foreign else ""
+            return (f"the optimizer holds none of the {len(self.not_in_optimizer)} trainable parameter(s) the model "
+                    f"uses ({', '.join(self.not_in_optimizer[:4])}){foreign}")
+        return None
+
+    def _unregistered(self) -> str | None:
+        if not self.unregistered:
+            return None
+        return ("layers kept in a plain Python container are not registered, so model.parameters() and the "
+                f"optimizer never see them: {'; '.join(self.unregistered[:3])}")
+
+    def _no_grad(self) -> str | None:
+        checks = [c for c in self.grad_checks if c[0] > 1][-2:]
+        if len(checks) < 2 or not self.trainable:
+            return None
+        missing = set(checks[0][1] + checks[0][2])
+        if not all(len(set(c[1] + c[2])) >= self.trainable for c in checks):
+            return None
+        return (f"no gradient reached any of the {self.trainable} trainable parameter(s) at steps "
+                f"{', '.join(str(c[0]) for c in checks)} ({', '.join(sorted(missing)[:4])}...)")
+
+    def _eval_mode(self) -> str | None:
+        recent = self.mode_checks[-3:]
+        if not self.has_mode_layers or len(recent) < 3 or any(training for _, training in recent):
+            return None
+        return (f"the model trains in eval mode (model.training is False at steps "
+                f"{', '.join(str(s) for s, _ in recent)}): dropout is off and batch norm uses its running statistics")
+
+    def _loss_input(self) -> str | None:
+        for call in self.loss_calls.values():
+            producer = call.input_producer or ""
+            if call.function in ("cross_entropy", "nll_loss") and (
+                    producer.startswith("Softmax") or (call.rows_sum_to_one and call.function == "cross_entropy")):
+                made = f" made by {call.input_module}" if call.input_module else ""
+                return (f"{call.function} at {call.site} gets probabilities{made} ({producer or 'rows sum to 1'}): "
+                        "it expects logits (cross_entropy) or log-probabilities (nll_loss)")
+            if call.function == "binary_cross_entropy_with_logits" and producer.startswith("Sigmoid"):
+                made = f" made by {call.input_module}" if call.input_module else ""
+                return (f"{call.function} at {call.site} gets sigmoid outputs{made}: it applies the sigmoid "
+                        "itself and expects logits")
+        return None
+
+    def _schedule(self, step: int) -> str | None:
+        """A per-epoch schedule stepped every batch that takes the rate to nothing within an epoch."""
+        for calls in self.schedulers.values():
+            if calls.kind not in PER_EPOCH or step < 4 or calls.calls < 0.8 * step:
+                continue
+            collapse = calls.collapse_step()
+            limit = self.epoch_length or EARLY_COLLAPSE
+            if collapse is not None and collapse <= limit:
+                epoch = f"within the first epoch ({self.epoch_length} batches)" if self.epoch_length else \
+                    f"within {collapse} steps"
+                return (f"{calls.kind} is stepped every batch ({calls.calls} calls in {step} steps, at {calls.site}): "
+                        f"its rate falls below {LR_COLLAPSE:g} of its start at step {collapse}, {epoch}")
+        return None
+
+    def _no_step(self) -> str | None:
+        if self.optimizers or self.manual_updates or self.backward_total < NO_STEP_BACKWARDS:
+            return None
+        return (f"{self.backward_total} backward passes and no optimizer step (no optimizer.step() was called, "
+                "and the parameters do not change)")
+
+    def _graphs(self, step: int) -> tuple[str, list[str]] | None:
+        old = self.old_graphs_alive(step)
+        steps = sorted({tag.step for tag in old})
+        if len(steps) < LEAKED_STEPS:
+            return None
+        kinds = sorted({tag.what for tag in old})
+        return (f"the autograd graphs of {len(steps)} earlier steps (from step {steps[0]} on: {', '.join(kinds)}) are "
+                f"still alive at step {step}: something keeps them across steps", [])
+
+    # --- graphs kept alive across steps ------------------------------------------------------
+
+    def tag_graph(self, tensor: torch.Tensor, step: int, what: str) -> None:
+        node = tensor.grad_fn
+        if node is None:
+            return
+        tag = GraphTag(step, what)
+        try:
+            node.metadata["tuidebug"] = tag
+        except (AttributeError, RuntimeError):
+            return
+        self.tags.append(weakref.ref(tag))
+
+    def old_graphs_alive(self, step: int) -> list[GraphTag]:
+        """Tags of graphs from steps before ``step - GRAPH_AGE`` that something still holds."""
+        return [tag for ref in self.tags if (tag := ref()) is not None and tag.step < step - GRAPH_AGE]
+
+    # --- the model and its optimizer -----------------------------------------------------------
+
+    def check_parameters(self, model: torch.nn.Module, optimizers: list[torch.optim.Optimizer]) -> None:
+        """Which parameters the optimizers miss, which are frozen, and layers kept in plain containers."""
+        named = dict(model.named_parameters())
+        self.trainable = sum(p.requires_grad for p in named.values())
+        held = {id(p) for opt in optimizers for g in opt.param_groups for p in g["params"]}
+        self.not_in_optimizer = [n for n, p in named.items() if p.requires_grad and id(p) not in held]
+        model_ids = {id(p) for p in named.values()}
+        self.optimizer_foreign = len(held - model_ids)
+        self.frozen = [n for n, p in named.items() if not p.requires_grad]
+        self.unregistered = unregistered_modules(model)
+        self.has_mode_layers = any(isinstance(m, (torch.nn.Dropout, torch.nn.modules.batchnorm._BatchNorm))
+                                   for m in model.modules())
+
+    def check_gradients(self, step: int, model: torch.nn.Module) -> None:
+        no_grad, zero = [], []
+        for name, param in model.named_parameters():
+            if not param.requires_grad:
+                continue
+            if param.grad is None:
+                no_grad.append(name)
+            elif not bool(param.grad.detach().any()):
+                zero.append(name)
+        self.grad_checks.append((step, no_grad, zero))
+        del self.grad_checks[:-20]
+
+    # --- loss calls -------------------------------------------------------------------------
+
+    def observe_loss(self, index: int, function: str, input: Any, target: Any, module_of: Any) -> None:
+        if not isinstance(input, torch.Tensor):
+            return
+        call = self.loss_calls.get(index)
+        site = user_site()
+        target_tensor = target if isinstance(target, torch.Tensor) else None
+        call = LossCall(
+            function=function, site=str(site) if site else "?", input_shape=list(input.shape),
+            target_shape=list(target_tensor.shape) if target_tensor is not None else None,
+            input_dtype=_dtype(input), target_dtype=_dtype(target_tensor) if target_tensor is not None else None,
+            input_producer=type(input.grad_fn).__name__ if input.grad_fn is not None else None,
+            input_module=module_of(input), calls=(call.calls if call else 0) + 1)
+        with torch.no_grad():
+            values = input.detach()
+            if values.numel() and values.is_floating_point():
+                finite = values[torch.isfinite(values)]
+                if finite.numel():
+                    call.input_min, call.input_max = float(finite.min()), float(finite.max())
+                if values.dim() >= 2 and call.input_min is not None and call.input_min >= 0:
+                    sums = values.float().sum(dim=1)
+                    call.rows_sum_to_one = bool(torch.allclose(sums, torch.ones_like(sums), atol=1e-3))
+                if values.dim() >= 2 and function in ("cross_entropy", "nll_loss"):
+                    call.classes = int(values.shape[1])
+            if target_tensor is not None and target_tensor.numel():
+                t = target_tensor.detach()
+                call.target_min, call.target_max = float(t.min()), float(t.max())
+        self.loss_calls[index] = call
+
+    # --- memory -----------------------------------------------------------------------------
+
+    def record_memory(self, step: int, rss: int | None, cuda: int | None) -> None:
+        self.memory.append((step, rss, cuda))
+
+
+def unregistered_modules(model: torch.nn.Module) -> list[str]:
+    """Attributes that hold modules in plain lists, tuples or dicts (nested too): their parameters are
+    invisible to ``model.parameters()`` (``hids (list of 3 Linear in SNLINet)``)."""
+    found = []
+    registered = {id(m) for m in model.modules()}
+    for path, module in model.named_modules():
+        for attr, value in vars(module).items():
+            if attr.startswith("_") or not isinstance(value, (list, tuple, dict)):
+                continue
+            modules = [m for m in _modules_in(value) if id(m) not in registered]
+            if modules:
+                kinds = sorted({type(m).__name__ for m in modules})
+                owner = f"{path}." if path else ""
+                found.append(f"{owner}{attr} ({type(value).__name__} of {len(modules)} {'/'.join(kinds)} "
+                             f"in {type(module).__name__})")
+    return found
+
+
+def _modules_in(value: Any, depth: int = 0) -> list[torch.nn.Module]:
+    if isinstance(value, torch.nn.Module):
+        return [value]
+    if depth > 3:
+        return []
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else []
+    return [m for item in items for m in _modules_in(item, depth + 1)]
+
+
+def _dtype(tensor: torch.Tensor | None) -> str | None:
+    return str(tensor.dtype).replace("torch.", "") if tensor is not None else None
+
+
+def site_text(site: Site | None) -> str:
+    return str(site) if site is not None else "?"

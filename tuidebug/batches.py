@@ -1,0 +1,65 @@
+"""Batches of any structure: the tensors in tuples, lists, dicts, named tuples and dataclasses.
+
+What a DataLoader yields (or a model is called with) is walked the same way by the agent (batch
+sizes, captures), the probes (slices, cleaned copies) and the inspector (per-tensor figures).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+MAX_DEPTH = 6
+
+
+def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any], depth: int = 0) -> Any:
+    """``value`` with ``fn`` applied to every tensor, through tuples, lists, dicts and dataclasses."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if depth > MAX_DEPTH:
+        return value
+    if isinstance(value, dict):
+        return type(value)({k: map_tensors(v, fn, depth + 1) for k, v in value.items()})
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(map_tensors(v, fn, depth + 1) for v in value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(map_tensors(v, fn, depth + 1) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: map_tensors(getattr(value, f.name), fn, depth + 1) for f in dataclasses.fields(value)}
+        return dataclasses.replace(value, **changes)
+    return value
+
+
+def tensors_in(value: Any, path: str = "batch", depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
+    """Every tensor in a batch of any nesting, with a path like ``batch['input_ids']``."""
+    if isinstance(value, torch.Tensor):
+        yield path, value
+    elif depth > MAX_DEPTH:
+        return
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from tensors_in(item, f"{path}[{key!r}]", depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from tensors_in(item, f"{path}[{index}]", depth + 1)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from tensors_in(getattr(value, f.name), f"{path}.{f.name}", depth + 1)
+
+
+def batch_size_of(batch: Any) -> int | None:
+    """The leading dimension of the first tensor in a batch of any nesting."""
+    for _, tensor in tensors_in(batch):
+        if tensor.dim() > 0:
+            return int(tensor.shape[0])
+    return None
+
+
+def slice_batch(batch: Any, count: int, size: int | None) -> Any:
+    """The first ``count`` examples: every tensor whose leading dimension is the batch size is cut."""
+    if size is None:
+        return batch
+    return map_tensors(batch, lambda t: t[:count].clone() if t.dim() > 0 and t.shape[0] == size else t)

@@ -1,0 +1,200 @@
+"""What a diagnostic probe may use: the one interface between the probes and the agent.
+
+A probe is a function of a ``ProbeContext`` that returns a ``ProbeOutcome``. It registers itself
+with ``@probe("name")``; the agent (the layer above) finds it in ``PROBES`` and runs it on its own
+thread while the training thread is paused, then restores every piece of state it could disturb.
+
+A probe reads the run through ``ctx.run`` (a ``RunView``: what the hooks observed, the recent
+history, the failure) and runs the user's pipeline through ``ctx.trainer`` (a ``Trainer``: the
+script's own loop replayed, or a copy of the model). Both are implemented in ``tuidebug.agent``;
+this module only states what they offer, so that the probes never import the agent.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ContextManager, Protocol
+
+import torch
+
+from tuidebug.protocol import Step
+
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+
+
+@dataclass
+class ProbeOutcome:
+    """A probe's answer: ``fail`` means the cause it checks is present (its ``fix`` says what to do),
+    ``pass`` that it is ruled out, ``inconclusive`` that the probe could not tell (the summary says why)."""
+
+    status: str
+    summary: str
+    evidence: list[str] = field(default_factory=list)
+    fix: str = ""
+    curve: list[float] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Adjust:
+    """One trial's changes to an iteration of the pipeline, each the counterfactual of a cause.
+
+    ``lr_scale`` multiplies every learning rate for the optimizer step; ``clip`` clips the gradient
+    norm before it; ``mode`` is a context (a TorchFunctionMode) active while the forward and the loss
+    run; ``zero_grad`` clears the gradients before the iteration's backward; ``train_mode`` puts the
+    model in training mode for the iteration; ``measure_update`` reports the step's size relative
+    to the weights (it copies the parameters, so only the probes that need it ask);
+    ``before_backward`` is handed the loss just before it goes backward (to hook its graph);
+    ``freeze_schedule`` keeps the LR schedulers where they are (the script's loop steps them).
+    """
+
+    lr_scale: float = 1.0
+    clip: float | None = None
+    mode: Callable[[], ContextManager] | None = None
+    zero_grad: bool = False
+    train_mode: bool = False
+    measure_update: bool = False
+    before_backward: Callable[[torch.Tensor], None] | None = None
+    freeze_schedule: bool = False
+
+    def key(self) -> tuple:
+        """What makes two trials the same (a mode by identity: the same class or the same object)."""
+        return (self.lr_scale, self.clip, self.zero_grad, self.train_mode, self.freeze_schedule,
+                id(self.mode) if self.mode else None)
+
+
+@dataclass
+class Iteration:
+    """What one iteration did: its mean loss, its gradient norm before any clipping, and how far
+    the optimizer step moved the weights relative to their size."""
+
+    loss: float | None = None
+    grad_norm: float | None = None
+    grads_finite: bool = True
+    update_ratio: float | None = None
+
+
+class Trainer(Protocol):
+    """Runs the user's pipeline on a batch: their own loop replayed, or a copy of the model."""
+
+    method: str
+    iterations: int
+
+    def prepare(self, examples: int | None = None) -> Any:
+        """The probe's batch: the first ``examples`` of the captured one, or all of it."""
+
+    def recent_batches(self) -> list[Any]:
+        """The batches that fed the steps before the failure, oldest first."""
+
+    def reset(self, state: Any) -> None:
+        """Start the next iteration from a saved state (``RunView.break_state`` or a checkpoint)."""
+
+    def step(self, batch: Any, adjust: Adjust | None = None) -> Iteration:
+        """One iteration of the pipeline on ``batch``, with a trial's changes."""
+
+    def named_parameters(self) -> list[tuple[str, torch.Tensor]]:
+        """The parameters the iterations train."""
+
+    def note(self) -> str | None:
+        """One line for the evidence: how the pipeline was run."""
+
+
+class NoPipeline(Exception):
+    """There is no way to run the pipeline here: the message says what the user can add."""
+
+
+class RunView(Protocol):
+    """What a probe may read of the run (implemented by the agent)."""
+
+    model: torch.nn.Module | None
+    optimizers: list[torch.optim.Optimizer]
+    history: Any  # the recent Step records, oldest first
+    batches: Any  # the recent captured batches (``Captured``), oldest first
+    failure: Any  # the first non-finite value, or None
+    facts: Any  # what the hooks observed of the loop (``tuidebug.agent.facts.Facts``)
+    crash: Any  # the analysed exception the script raised, or None
+
+    def model_inputs(self) -> tuple[tuple, dict] | None:
+        """The arguments of the model's latest call (at a crash, the failing one)."""
+
+    def known_models(self) -> list[torch.nn.Module]:
+        """Every model the hooks have seen, in the order they were first called."""
+
+    def checkpoint_before_failure(self) -> tuple[int, Any, int] | None:
+        """(step, state, steps from it to the failure) of the rolling checkpoint to replay from."""
+
+    def dataset(self) -> Any:
+        """The dataset of the loader that fed the latest batch, or None."""
+
+    def user_frames(self) -> list[Any]:
+        """The training thread's frames in the user's own code, innermost first (empty after the script ended)."""
+
+    def uses_grad_scaler(self) -> bool:
+        """Whether the script scales its loss with an AMP GradScaler."""
+
+    def load_case(self, path: str) -> tuple[dict[str, Any], Any, list[Any]]:
+        """A reproduction bundle: its metadata, the state to replay from, and its batches."""
+
+
+@dataclass
+class ProbeContext:
+    """A probe's view of the paused run. Created by the agent for each probe it runs."""
+
+    probe: str
+    run_id: int
+    run: RunView
+    break_state: Any  # the state at the pause, restored after the probe
+    params: dict[str, Any]
+    trainer_factory: Callable[[], Trainer]
+    report_progress: Callable[[float, str], None]
+    is_cancelled: Callable[[], bool]
+    deadline: float = math.inf  # time.monotonic() by which the probe should have answered
+    _trainer: Trainer | None = None
+
+    @property
+    def trainer(self) -> Trainer:
+        """How to run the pipeline on a batch (raises NoPipeline when there is no way)."""
+        if self._trainer is None:
+            self._trainer = self.trainer_factory()
+        return self._trainer
+
+    @property
+    def used_trainer(self) -> Trainer | None:
+        return self._trainer
+
+    @property
+    def method(self) -> str:
+        return self._trainer.method if self._trainer is not None else "the agent's observations"
+
+    @property
+    def history(self) -> list[Step]:
+        return list(self.run.history)
+
+    def progress(self, fraction: float, text: str = "") -> None:
+        self.report_progress(fraction, text)
+
+    def cancelled(self) -> bool:
+        return self.is_cancelled()
+
+    def time_left(self) -> float:
+        """Seconds until the probe should answer with what it has (its budget, set by the caller)."""
+        return self.deadline - time.monotonic()
+
+
+ProbeFunction = Callable[[ProbeContext], ProbeOutcome]
+PROBES: dict[str, ProbeFunction] = {}
+
+
+def probe(name: str) -> Callable[[ProbeFunction], ProbeFunction]:
+    """Register a probe under ``name`` (the name the tree's check nodes give)."""
+
+    def register(function: ProbeFunction) -> ProbeFunction:
+        if name in PROBES:
+            raise ValueError(f"probe {name!r} is registered twice")
+        PROBES[name] = function
+        return function
+
+    return register

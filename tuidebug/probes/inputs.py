@@ -1,0 +1,189 @@
+"""The NaN check on the data: NaN or Inf in the failing batch or the dataset, and where it came from.
+
+Where the data set's own tensor holds them, the variable that holds it is looked up in the
+script's frames and globals, the lines that assign it are read, and a division on such a line is
+evaluated from the values still held: a standardisation by a std of 0 names its column and line.
+The trial replays the failing step with the non-finite values replaced by 0.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import sys
+import time
+from typing import Any
+
+import torch
+
+from tuidebug.batches import map_tensors, tensors_in
+from tuidebug.probe_api import FAIL, PASS, Adjust, ProbeContext, ProbeOutcome, probe
+from tuidebug.probes.source import Unsafe, assignments, divisions, evaluate, names_of, same_data, zero_entries
+from tuidebug.sites import Site
+
+SCAN_SAMPLES = 5000
+SCAN_SECONDS = 10.0
+SHOWN = 8
+
+
+def nonfinite_tensors(batch: Any) -> list[str]:
+    """One line per tensor holding NaN/Inf: how many values, which rows, which columns."""
+    return [line for _, line in _nonfinite(batch)]
+
+
+def _nonfinite(batch: Any) -> list[tuple[str, str]]:
+    found = []
+    for path, tensor in tensors_in(batch):
+        if not tensor.is_floating_point() and not tensor.is_complex():
+            continue
+        bad = ~torch.isfinite(tensor.detach())
+        count = int(bad.sum())
+        if not count:
+            continue
+        text = f"{path}: {count} NaN/Inf value(s)"
+        if tensor.dim():
+            rows = bad.reshape(bad.shape[0], -1).any(dim=1).nonzero().flatten().tolist()
+            text += f" in {len(rows)} of {tensor.shape[0]} rows {rows[:SHOWN]}"
+        if tensor.dim() == 2:
+            text += _column_text(bad)
+        found.append((path, text))
+    return found
+
+
+def _column_text(bad: torch.Tensor) -> str:
+    columns = bad.any(dim=0).nonzero().flatten().tolist()
+    everywhere = bad.all(dim=0).nonzero().flatten().tolist()
+    text = f", column(s) {columns[:SHOWN]}"
+    if everywhere:
+        text += f" (column(s) {everywhere[:SHOWN]} NaN/Inf in every row)"
+    return text
+
+
+def scan_dataset(ctx: ProbeContext, dataset: Any) -> tuple[list[str], int, str]:
+    """Map-style datasets: the samples holding NaN/Inf among the first SCAN_SAMPLES (bounded in time)."""
+    if dataset is None or isinstance(dataset, torch.utils.data.IterableDataset) or not hasattr(dataset, "__len__"):
+        return [], 0, "no map-style dataset to scan"
+    total = min(len(dataset), int(ctx.params.get("scan", SCAN_SAMPLES)))
+    found, deadline = [], time.monotonic() + SCAN_SECONDS
+    for index in range(total):
+        if ctx.cancelled() or time.monotonic() > deadline:
+            return found, index, f"scanned {index} of {len(dataset)} samples (stopped early)"
+        for line in nonfinite_tensors(dataset[index]):
+            found.append(f"sample {index}: {line.replace('batch', 'sample', 1)}")
+        ctx.progress((index + 1) / total, f"scanning sample {index + 1}/{total}")
+    return found, total, f"scanned {total} of {len(dataset)} samples"
+
+
+def data_tensors(dataset: Any) -> list[tuple[str, Any]]:
+    """The tensors (or arrays) a dataset keeps for all its samples: TensorDataset's, or its attributes
+    with one row per sample."""
+    if dataset is None:
+        return []
+    if isinstance(dataset, torch.utils.data.TensorDataset):
+        return [(f"dataset.tensors[{i}]", t) for i, t in enumerate(dataset.tensors)]
+    size = len(dataset) if hasattr(dataset, "__len__") else None
+    found = []
+    for name, value in vars(dataset).items():
+        shape = getattr(value, "shape", None)
+        if shape is not None and len(shape) >= 1 and (size is None or shape[0] == size):
+            found.append((f"dataset.{name}", value))
+    return found
+
+
+def provenance(ctx: ProbeContext, dataset: Any) -> list[str]:
+    """Where the data set's non-finite columns come from: the variable, its lines, a zero divisor."""
+    lines = []
+    frames = ctx.run.user_frames()
+    main = sys.modules.get("__main__")
+    for label, data in data_tensors(dataset):
+        values = torch.as_tensor(data) if not isinstance(data, torch.Tensor) else data
+        if not values.is_floating_point():
+            continue
+        bad = ~torch.isfinite(values.detach())
+        if not bool(bad.any()):
+            continue
+        share = float(bad.reshape(bad.shape[0], -1).any(dim=1).float().mean())
+        text = f"{label}: {share:.0%} of the samples hold NaN/Inf"
+        if values.dim() == 2:
+            text += _column_text(bad)
+        lines.append(text)
+        holders = names_of(data, frames)
+        if not holders and main is not None:
+            holders = [(name, None) for name, value in vars(main).items() if _same(value, data)]
+        for name, frame in holders[:2]:
+            path = frame.f_code.co_filename if frame is not None else getattr(main, "__file__", "")
+            scope = {**(frame.f_globals if frame is not None else vars(main)), **(frame.f_locals if frame else {})}
+            lines += _built(name, path, scope)
+    return lines
+
+
+def _same(value: Any, data: Any) -> bool:
+    try:
+        return same_data(value, data)
+    except Exception:
+        return False
+
+
+def _built(name: str, path: str, scope: dict[str, Any]) -> list[str]:
+    """The lines that assign ``name``, and any division on them by a value that is 0 somewhere."""
+    lines = []
+    for site in assignments(path, name):
+        site = Site(site.path, site.line, "")
+        lines.append(f"`{name}` is assigned at {site}")
+        for denominator in divisions(site):
+            try:
+                value = evaluate(denominator, scope)
+            except (Unsafe, Exception):
+                continue
+            zeros = zero_entries(value)
+            if zeros:
+                what = _source(denominator)
+                lines.append(f"at {site.short} `{name}` is divided by `{what}`, which is 0 at index(es) {zeros[:SHOWN]}: "
+                             "0/0 gives NaN there (a std or range of 0: a constant feature)")
+    return lines
+
+
+def _source(node: Any) -> str:
+    try:
+        return ast.unparse(node)
+    except Exception:
+        return "the denominator"
+
+
+def clean(batch: Any) -> Any:
+    return map_tensors(batch, lambda t: torch.nan_to_num(t, nan=0.0, posinf=0.0, neginf=0.0)
+                       if t.is_floating_point() else t)
+
+
+@probe("nan.inputs")
+def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
+    trainer = ctx.trainer
+    batch = trainer.prepare()
+    in_batch = nonfinite_tensors(batch)
+    dataset = ctx.run.dataset()
+    in_dataset, scanned, scan_note = scan_dataset(ctx, dataset)
+    origin = provenance(ctx, dataset) if in_batch or in_dataset else []
+    evidence = in_batch + origin + in_dataset[:12] + [scan_note]
+    data: dict[str, Any] = {"samples": [line.split(":")[0] for line in in_dataset]}
+    if not in_batch and not in_dataset:
+        return ProbeOutcome(PASS, f"no NaN/Inf in the failing batch nor in {scanned} dataset samples",
+                            evidence, data=data)
+    if in_batch:
+        trainer.reset(ctx.break_state)
+        result = trainer.step(clean(batch), Adjust())
+        cleaned_ok = result.loss is not None and math.isfinite(result.loss) and result.grads_finite
+        evidence.append(f"the failing batch with NaN/Inf replaced by 0: loss {result.loss}, "
+                        f"{'finite' if cleaned_ok else 'still not finite'}")
+        data["confirmed"] = cleaned_ok
+    divided = next((line for line in origin if "is divided by" in line), None)
+    found = [f"{len(in_batch)} tensor(s) of the failing batch"] if in_batch else []
+    found += [f"{len(in_dataset)} dataset sample(s)"] if in_dataset else []
+    summary = f"NaN/Inf in the inputs: {' and '.join(found)}"
+    if divided:
+        summary += "; " + divided.split(": ", 1)[0] + " (a std of 0)"
+        fix = (f"guard the standardisation {divided.split(' ')[1]}: divide by (std + 1e-8) or drop the constant "
+               "column(s); assert torch.isfinite(x).all() after preprocessing")
+    else:
+        fix = ("clean the data at its source: drop or impute those samples, or assert torch.isfinite(x).all() in "
+               "the Dataset's __getitem__ so bad rows fail loudly")
+    return ProbeOutcome(FAIL, summary, evidence, fix, data=data)

@@ -1,0 +1,574 @@
+"""A model that runs but never learns: the checks that name the cause, not the symptom.
+
+Each check reads what the hooks observed over the run (``ctx.run.facts``, the step history) and,
+where it can, proves the cause with a trial: the same steps replayed from the paused state with
+one change (``zero_grad`` added, training mode on, a higher rate, the labels shuffled) against the
+same steps as written. A check fails when its cause is present; its ``data["cause"]`` names the
+verdict when the check covers several (the rate check: a schedule that decays it, or a rate too
+low). The thresholds, and why:
+
+- a learning rate has "collapsed" when it is below LR_COLLAPSE of its first value: a schedule
+  meant to decay over epochs, stepped every batch, gets there within the first epoch;
+- an update smaller than TINY_UPDATE of the weights' size moves nothing (healthy steps are about
+  1e-3 of the weights);
+- a trial "learns" when its loss ends below LEARNS of where it started, a clear fall over the few
+  steps a trial runs; "no better" is within SAME of the other curve;
+- a layer is dead when DEAD_SHARE of its units are zero for every example of the batch.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+import statistics
+from typing import Any
+
+import torch
+
+from tuidebug.batches import map_tensors, tensors_in
+from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, NoPipeline, ProbeContext, ProbeOutcome, probe
+from tuidebug.probes.source import assignments
+from tuidebug.probes.trials import finite
+from tuidebug.probes.watch import OpWatch, tensors_of
+from tuidebug.sites import Site
+
+LR_COLLAPSE = 1e-3
+TINY_UPDATE = 1e-6
+LEARNS = 0.8
+SAME = 0.05
+DEAD_SHARE = 0.9
+TRIAL_STEPS = 20
+RATE_FACTORS = (10.0, 100.0, 1000.0)
+SCHEDULES_PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR", "ReduceLROnPlateau", "CosineAnnealingLR",
+                       "PolynomialLR", "LinearLR", "ConstantLR")
+
+
+def _trial(ctx: ProbeContext, adjust: Adjust, steps: int = TRIAL_STEPS, batches: list[Any] | None = None) -> list[float]:
+    """``steps`` iterations from the paused state on the recent batches (cycled) with ``adjust``."""
+    trainer = ctx.trainer
+    batches = batches or trainer.recent_batches() or [trainer.prepare()]
+    trainer.reset(ctx.break_state)
+    losses = []
+    for index in range(steps):
+        if ctx.cancelled() or ctx.time_left() <= 0:
+            break
+        loss = trainer.step(batches[index % len(batches)], adjust).loss
+        losses.append(loss if loss is not None else math.nan)
+        if not math.isfinite(losses[-1]):
+            break
+    return losses
+
+
+def _learns(losses: list[float]) -> bool:
+    values = finite(losses)
+    return len(values) >= 4 and _tail(values) < LEARNS * _head(values)
+
+
+def _head(values: list[float]) -> float:
+    return statistics.median(values[: max(2, len(values) // 4)])
+
+
+def _tail(values: list[float]) -> float:
+    return statistics.median(values[-max(2, len(values) // 4):])
+
+
+def _curve(losses: list[float]) -> str:
+    values = finite(losses)
+    if not values:
+        return "no finite loss"
+    return f"loss {values[0]:.4g} -> {values[-1]:.4g} over {len(losses)} steps"
+
+
+def _names(names: list[str], limit: int = 6) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+# --- the autograd path ---------------------------------------------------------------------
+
+class GraphCut(OpWatch):
+    """The first place where a value that carries a graph loses it: .detach(), .data, .item(),
+    .numpy(), a torch.tensor(...) rebuilt from it, or an op run under torch.no_grad()."""
+
+    CUTS = {"detach", "detach_", ".data", "item", "numpy", "tolist", "tensor", "as_tensor", "from_numpy"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cut: tuple[str, Site] | None = None
+
+    def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
+        inputs = tensors_of(args)
+        carried = any(t.requires_grad for t in inputs)
+        if name in self.CUTS and carried:
+            self.cut = (name, site)
+        elif carried and not torch.is_grad_enabled() and name not in ("__get__", "size", "dim"):
+            self.cut = (f"{name} under torch.no_grad()", site)
+
+    def done(self) -> bool:
+        return self.cut is not None
+
+
+@probe("learning.graph")
+def graph(ctx: ProbeContext) -> ProbeOutcome:
+    facts = ctx.run.facts
+    checks = [c for c in facts.grad_checks if c[0] > 1] or facts.grad_checks
+    trainable = facts.trainable
+    reached = not checks or any(len(set(c[1] + c[2])) < trainable for c in checks)
+    evidence = [f"gradients at steps {', '.join(str(c[0]) for c in checks[-3:])}: "
+                + "; ".join(f"{trainable - len(set(c[1] + c[2]))} of {trainable} parameters got one" for c in checks[-3:])]
+    if facts.backward_without_graph:
+        evidence.append(f"backward() was called on a loss that does not require grad at {facts.backward_without_graph}")
+    elif reached:
+        return ProbeOutcome(PASS, "the loss's graph reaches the weights: they get gradients", evidence)
+    watch = GraphCut()
+    try:
+        trainer = ctx.trainer
+        trainer.reset(ctx.break_state)
+        trainer.step(trainer.prepare(), Adjust(mode=lambda: watch))
+    except (NoPipeline, RuntimeError, ValueError, TypeError) as exc:  # extra evidence: the verdict stands on the gradients
+        evidence.append(f"could not replay a step to find where the graph breaks: {type(exc).__name__}: {exc}")
+    if watch.cut is not None:
+        what, site = watch.cut
+        evidence.append(f"the graph is cut by {what} at {site}")
+        summary = f"no gradient reaches the weights: the graph is cut by {what} at {site.short}"
+        fix = f"remove the {what} at {site.short} (`{site.text}`): compute the loss from the model's output tensor itself"
+    else:
+        summary = "no gradient reaches the weights: the loss does not depend on them through autograd"
+        fix = ("compute the loss from the model's output itself: no .detach(), .item(), .data, numpy round trip or "
+               "torch.no_grad() between the model and loss.backward()")
+    return ProbeOutcome(FAIL, summary, evidence, fix, data={"cause": "no_gradient_to_weights",
+                                                             "site": str(watch.cut[1]) if watch.cut else None})
+
+
+# --- parameters without gradients ------------------------------------------------------------
+
+@probe("learning.gradients")
+def gradients(ctx: ProbeContext) -> ProbeOutcome:
+    facts = ctx.run.facts
+    model = ctx.run.model
+    if model is None:
+        return ProbeOutcome(INCONCLUSIVE, "no model seen")
+    params = dict(model.named_parameters())
+    frozen = [n for n, p in params.items() if not p.requires_grad]
+    frozen_share = sum(params[n].numel() for n in frozen) / max(1, sum(p.numel() for p in params.values()))
+    last = facts.grad_checks[-1] if facts.grad_checks else None
+    evidence = [f"{len(frozen)} of {len(params)} parameter tensors have requires_grad=False "
+                f"({frozen_share:.0%} of the weights)" + (f": {_names(frozen)}" if frozen else "")]
+    if last is not None:
+        evidence.append(f"at step {last[0]}: no gradient for {len(last[1])} ({_names(last[1])}), "
+                        f"a zero one for {len(last[2])} ({_names(last[2])})")
+    if frozen and frozen_share >= 0.5:
+        owners = sorted({n.rsplit(".", 1)[0] for n in frozen})
+        return ProbeOutcome(
+            FAIL, f"{frozen_share:.0%} of the weights are frozen (requires_grad=False): {_names(owners, 4)}", evidence,
+            f"turn them back on: for p in model.{owners[0]}.parameters(): p.requires_grad = True "
+            "(freeze only the layers meant to stay fixed)" if owners[0] else
+            "turn requires_grad back on: for p in model.parameters(): p.requires_grad = True",
+            data={"cause": "frozen_parameters", "frozen": frozen})
+    return ProbeOutcome(PASS, "the trainable parameters get gradients" if not frozen else
+                        f"a few parameters are frozen ({frozen_share:.0%} of the weights): not what stops learning",
+                        evidence)
+
+
+# --- the optimizer's parameters --------------------------------------------------------------
+
+@probe("learning.optimizer")
+def optimizer(ctx: ProbeContext) -> ProbeOutcome:
+    facts = ctx.run.facts
+    model = ctx.run.model
+    if model is None or not ctx.run.optimizers:
+        return ProbeOutcome(INCONCLUSIVE, "no model or optimizer seen")
+    facts.check_parameters(model, ctx.run.optimizers)
+    evidence = [f"optimizer(s) created at: {', '.join(f'{kind} at {site}' for kind, site in facts.optimizer_sites)}"]
+    if facts.unregistered:
+        attr = facts.unregistered[0].split(" ", 1)[0]
+        evidence += [f"unregistered: {line}" for line in facts.unregistered]
+        evidence += [f"`self.{attr.rsplit('.', 1)[-1]}` is assigned at {site}" for site in _attribute_sites(model, attr)]
+        return ProbeOutcome(
+            FAIL, f"layers kept in a plain Python container are never trained: {facts.unregistered[0]}", evidence,
+            f"register them: self.{attr.rsplit('.', 1)[-1]} = nn.ModuleList([...]) (nn.ModuleDict for a dict), so that "
+            "model.parameters() and the optimizer include them", data={"cause": "parameters_not_in_optimizer"})
+    missing = facts.not_in_optimizer
+    if missing:
+        evidence.append(f"{len(missing)} of {facts.trainable} trainable parameters of the model are in no optimizer: "
+                        f"{_names(missing)}")
+        if facts.optimizer_foreign:
+            evidence.append(f"the optimizer holds {facts.optimizer_foreign} tensor(s) that the model does not use: "
+                            "it was built over another model instance")
+        if facts.optimizer_foreign or len(missing) == facts.trainable:
+            return ProbeOutcome(
+                FAIL, "the optimizer does not hold the parameters of the model being trained"
+                + (" (it was built over another instance)" if facts.optimizer_foreign else ""), evidence,
+                "build the optimizer from the model you train, after creating it (and after moving it to the device): "
+                "optimizer = torch.optim.X(model.parameters(), ...)", data={"cause": "parameters_not_in_optimizer"})
+    return ProbeOutcome(PASS, "the optimizer holds the model's trainable parameters", evidence)
+
+
+def _attribute_sites(model: torch.nn.Module, attr: str) -> list[Site]:
+    """Where the class of the module holding ``attr`` assigns it (``self.layers = [...]``)."""
+    owner_path, _, name = attr.rpartition(".")
+    owner = model.get_submodule(owner_path) if owner_path else model
+    try:
+        path = inspect.getsourcefile(type(owner))
+    except TypeError:
+        return []
+    return [Site(path, site.line, "") for site in assignments(path, name)] if path else []
+
+
+# --- gradients reset ------------------------------------------------------------------------
+
+@probe("learning.zero_grad")
+def zero_grad(ctx: ProbeContext) -> ProbeOutcome:
+    facts = ctx.run.facts
+    checks = facts.stale_grads[-6:]
+    if not checks:
+        return ProbeOutcome(INCONCLUSIVE, "no step was checked for gradients left from the step before")
+    stale = [step for step, was in checks if was]
+    evidence = [f"gradients already non-zero at the first backward of steps {stale or 'none'} "
+                f"(checked {', '.join(str(s) for s, _ in checks)})"]
+    if len(stale) < len(checks) or len(checks) < 2:
+        return ProbeOutcome(PASS, "the gradients are reset before each step's backward", evidence)
+    as_written = _trial(ctx, Adjust())
+    with_reset = _trial(ctx, Adjust(zero_grad=True))
+    evidence += [f"replay of {len(as_written)} steps as written: {_curve(as_written)}",
+                 f"... with the gradients reset before each backward: {_curve(with_reset)}"]
+    confirmed = _learns(with_reset) and (not _learns(as_written) or _tail(finite(with_reset) or [math.inf])
+                                         < _tail(finite(as_written) or [math.inf]))
+    where = f" before loss.backward() ({facts.backward_site})" if facts.backward_site else " before loss.backward()"
+    return ProbeOutcome(FAIL, "gradients are never reset: every step adds to the gradients of all the steps before",
+                        evidence, f"call optimizer.zero_grad(){where} in every iteration",
+                        data={"cause": "missing_zero_grad", "confirmed": confirmed})
+
+
+# --- backward and step ------------------------------------------------------------------------
+
+@probe("learning.step")
+def step(ctx: ProbeContext) -> ProbeOutcome:
+    facts = ctx.run.facts
+    history = ctx.history
+    evidence = [f"{facts.backward_total} backward pass(es), {len(history)} recorded step(s), "
+                f"{len(ctx.run.optimizers)} optimizer(s) stepping"]
+    if facts.optimizer_sites:
+        evidence.append("optimizer(s) created: " + ", ".join(f"{k} at {s}" for k, s in facts.optimizer_sites))
+    if facts.backward_total and not ctx.run.optimizers and not facts.manual_updates:
+        created = f" (the {facts.optimizer_sites[0][0]} created at {facts.optimizer_sites[0][1]} never steps)" \
+            if facts.optimizer_sites else ""
+        scheduled = [c for c in facts.schedulers.values() if c.calls]
+        if scheduled:
+            evidence.append(f"{scheduled[0].kind}.step() is called at {scheduled[0].site} ({scheduled[0].calls} times), "
+                            "but optimizer.step() never is")
+            fix = (f"call optimizer.step() before scheduler.step() ({scheduled[0].site.split(' ')[0]}): the scheduler "
+                   "only changes the rate, the optimizer applies the gradients")
+        else:
+            fix = f"call optimizer.step() after loss.backward() ({facts.backward_site}) in every iteration"
+        return ProbeOutcome(FAIL, f"backward() runs but no optimizer step follows{created}", evidence, fix,
+                            data={"cause": "missing_optimizer_step"})
+    if ctx.run.optimizers and not facts.backward_total:
+        return ProbeOutcome(FAIL, "optimizer.step() runs but no backward() computes gradients", evidence,
+                            "call loss.backward() before optimizer.step()", data={"cause": "missing_optimizer_step"})
+    return ProbeOutcome(PASS, "backward and the optimizer step both run", evidence)
+
+
+# --- the learning rate applied ----------------------------------------------------------------
+
+def _rate_curve(history: list[Any]) -> list[tuple[int, float]]:
+    return [(s.step, s.lrs[0]) for s in history if s.lrs]
+
+
+@probe("learning.rate")
+def rate(ctx: ProbeContext) -> ProbeOutcome:
+    facts = ctx.run.facts
+    curve = _rate_curve(ctx.history)
+    if not curve:
+        return ProbeOutcome(INCONCLUSIVE, "no learning rate seen (no optimizer step)")
+    first, last = curve[0][1], curve[-1][1]
+    evidence = [f"learning rate: {first:.3g} at step {curve[0][0]}, {last:.3g} at step {curve[-1][0]}"]
+    steps = max(1, curve[-1][0])
+    schedules = [f"{c.kind} stepped {c.calls} times in {steps} steps at {c.site}" for c in facts.schedulers.values()]
+    evidence += schedules
+    projected = [(c, c.collapse_step()) for c in facts.schedulers.values() if c.calls >= 0.8 * steps]
+    projected = [(c, at) for c, at in projected if at is not None and at <= (facts.epoch_length or 1000)]
+    if projected and not (first > 0 and last < LR_COLLAPSE * first):
+        calls, at = projected[0]
+        evidence.append(f"{calls.kind}'s own settings put the rate below {LR_COLLAPSE:g} of its start at step {at}"
+                        + (f", inside the first epoch of {facts.epoch_length} batches" if facts.epoch_length else ""))
+        return ProbeOutcome(
+            FAIL, f"the learning rate decays to nothing: {calls.kind} is stepped every batch ({calls.site.split(' ')[0]})"
+            f" and falls below {LR_COLLAPSE:g} of its start by step {at}", evidence,
+            f"step {calls.kind} once per epoch, not every batch: move scheduler.step() ({calls.site}) out of the batch "
+            "loop", data={"cause": "lr_schedule_decay", "collapsed_at": at})
+    if first > 0 and last < LR_COLLAPSE * first:
+        collapsed = next(s for s, lr in curve if lr < LR_COLLAPSE * first)
+        per_step = [c for c in facts.schedulers.values() if c.calls >= 0.5 * steps]
+        evidence.append(f"the rate fell below {LR_COLLAPSE:g} of its start at step {collapsed}")
+        if per_step:
+            where = per_step[0]
+            fix = (f"step {where.kind} once per epoch, not every batch: move scheduler.step() ({where.site}) out of "
+                   "the batch loop" if where.kind in SCHEDULES_PER_EPOCH else
+                   f"size {where.kind} for per-batch steps (its step_size / gamma / total steps)")
+            return ProbeOutcome(FAIL, f"the learning rate decays to nothing: {first:.3g} -> {last:.3g} by step "
+                                f"{curve[-1][0]} ({where.kind} stepped every batch)", evidence, fix,
+                                data={"cause": "lr_schedule_decay", "collapsed_at": collapsed})
+        return ProbeOutcome(FAIL, f"the learning rate falls to nothing: {first:.3g} -> {last:.3g}", evidence,
+                            "check the schedule: the rate should stay within a few decades of its start while training",
+                            data={"cause": "lr_schedule_decay", "collapsed_at": collapsed})
+    trainer = ctx.trainer
+    trainer.reset(ctx.break_state)
+    measured = trainer.step(trainer.prepare(), Adjust(measure_update=True))
+    ratio = measured.update_ratio
+    evidence.append(f"one step moves the weights by {ratio:.2g} of their size" if ratio is not None else
+                    "the size of a step could not be measured")
+    if last > 0 and ratio is None:
+        return ProbeOutcome(INCONCLUSIVE, "the size of a step could not be measured (no gradient to apply?)", evidence)
+    if last > 0 and ratio >= TINY_UPDATE:
+        return ProbeOutcome(PASS, f"the rate ({last:.3g}) moves the weights by {ratio:.2g} of their size a step", evidence)
+    origin = rate_origin(facts)
+    evidence += origin
+    as_written = _trial(ctx, Adjust())
+    evidence.append(f"replay as written: {_curve(as_written)}")
+    for factor in RATE_FACTORS:
+        if last == 0:
+            break
+        raised = _trial(ctx, Adjust(lr_scale=factor))
+        evidence.append(f"... at lr x{factor:g} ({last * factor:.3g}): {_curve(raised)}")
+        if _learns(raised):
+            return ProbeOutcome(FAIL, f"the learning rate {last:.3g} is too low: the loss falls at {last * factor:.3g}",
+                                evidence, f"raise the learning rate to about {last * factor:.3g}",
+                                data={"cause": "learning_rate_too_low", "confirmed": True})
+    if last == 0:
+        where = f" ({origin[-1].split(': ', 1)[-1]})" if origin else ""
+        return ProbeOutcome(FAIL, f"the learning rate is 0: no step moves the weights{where}", evidence,
+                            "set a learning rate above 0 (1e-3 for Adam, 1e-2 to 1e-1 for SGD are usual starts)"
+                            + (f": check {origin[-1].split(': ', 1)[-1]}" if origin else ""),
+                            data={"cause": "learning_rate_too_low"})
+    return ProbeOutcome(FAIL, f"the steps are tiny ({ratio:.2g} of the weights), and higher rates did not help either",
+                        evidence, "raise the learning rate", data={"cause": "learning_rate_too_low", "confirmed": False})
+
+
+def rate_origin(facts: Any) -> list[str]:
+    """Where the optimizer's rate comes from: the line that built the optimizer and, when it passes
+    ``lr=name``, the lines that assign that name."""
+    lines = []
+    for kind, site in facts.optimizer_sites[-1:]:
+        lines.append(f"{kind} created at {site}")
+        text = site.split("`", 1)[-1].rstrip("`") if "`" in site else ""
+        match = re.search(r"\blr\s*=\s*([A-Za-z_][\w.]*)", text)
+        path, _, line = site.split(" ", 1)[0].rpartition(":")
+        full = next((p for p in facts.source_files if p.endswith(path)), None)
+        if match and full:
+            name = match.group(1).split(".")[-1]
+            for assigned in assignments(full, name):
+                if assigned.line <= int(line):
+                    lines.append(f"the rate `{match.group(1)}` is assigned at: {Site(full, assigned.line, '')}")
+    return lines
+
+
+# --- what the loss is given -----------------------------------------------------------------
+
+@probe("learning.loss_input")
+def loss_input(ctx: ProbeContext) -> ProbeOutcome:
+    calls = list(ctx.run.facts.loss_calls.values())
+    if not calls:
+        return ProbeOutcome(INCONCLUSIVE, "no loss function of torch.nn seen (a hand-written loss)")
+    evidence = [f"{c.function} at {c.site}: input {tuple(c.input_shape)} made by {c.input_producer or 'a leaf'}"
+                + (f" ({c.input_module})" if c.input_module else "") + (
+                    f", values {c.input_min:.3g}..{c.input_max:.3g}" if c.input_min is not None else "") for c in calls]
+    for call in calls:
+        producer = call.input_producer or ""
+        probabilities = producer.startswith("Softmax") or (call.function == "cross_entropy" and call.rows_sum_to_one)
+        if call.function in ("cross_entropy", "nll_loss") and probabilities:
+            layer = f" by {call.input_module}" if call.input_module else ""
+            expects = "logits" if call.function == "cross_entropy" else "log-probabilities (log_softmax)"
+            fix = (f"drop the softmax{layer} from the model's output and pass the logits to the loss"
+                   if call.function == "cross_entropy" else "use log_softmax instead of softmax before nll_loss")
+            return ProbeOutcome(FAIL, f"{call.function} at {call.site.split(' ')[0]} gets probabilities made{layer} "
+                                f"(softmax), but it expects {expects}", evidence, fix,
+                                data={"cause": "softmax_before_loss"})
+        if call.function == "binary_cross_entropy_with_logits" and producer.startswith("Sigmoid"):
+            layer = f" by {call.input_module}" if call.input_module else ""
+            return ProbeOutcome(FAIL, f"{call.function} at {call.site.split(' ')[0]} gets sigmoid outputs{layer}: "
+                                "it applies the sigmoid itself", evidence,
+                                f"drop the sigmoid{layer} (keep it only for predictions), or use nn.BCELoss on probabilities",
+                                data={"cause": "softmax_before_loss"})
+    return ProbeOutcome(PASS, "the losses get what they expect (logits / log-probabilities)", evidence)
+
+
+# --- training mode --------------------------------------------------------------------------
+
+@probe("learning.mode")
+def mode(ctx: ProbeContext) -> ProbeOutcome:
+    facts = ctx.run.facts
+    model = ctx.run.model
+    checks = facts.mode_checks[-6:]
+    if model is None or not checks:
+        return ProbeOutcome(INCONCLUSIVE, "the model's mode was not seen at an optimizer step")
+    evaluating = [s for s, training in checks if not training]
+    evidence = [f"model.training at steps {', '.join(f'{s}: {t}' for s, t in checks)}",
+                "the model has dropout or batch norm layers" if facts.has_mode_layers else
+                "the model has no dropout or batch norm layers: its mode changes nothing"]
+    site = facts.eval_sites.get(id(model))
+    if site:
+        evidence.append(f"model.eval() called at {site}")
+    if len(evaluating) < len(checks) or not facts.has_mode_layers:
+        return ProbeOutcome(PASS, "the model trains in training mode" if not evaluating else
+                            "eval mode at some steps only, or no layer it changes", evidence)
+    as_written = _trial(ctx, Adjust())
+    in_train = _trial(ctx, Adjust(train_mode=True))
+    evidence += [f"replay as written (eval mode): {_curve(as_written)}",
+                 f"... in training mode: {_curve(in_train)}"]
+    where = f" (model.eval() at {site} is never undone)" if site else ""
+    return ProbeOutcome(FAIL, f"the model trains in eval mode{where}: dropout is off and batch norm uses its "
+                        "running statistics", evidence,
+                        "call model.train() at the start of each training epoch (after evaluating)",
+                        data={"cause": "eval_mode_training", "confirmed": _learns(in_train)})
+
+
+# --- dead units -----------------------------------------------------------------------------
+
+class ReluWatch(OpWatch):
+    """For every ReLU applied by the user's code (functional or a module): the share of units that
+    are zero for every example of the batch."""
+
+    RELUS = {"relu", "relu_", "relu6", "threshold", "hardtanh"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers: dict[str, float] = {}
+
+    def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
+        if name in self.RELUS and isinstance(result, torch.Tensor) and result.dim() >= 2 and result.shape[0] > 1:
+            self.layers.setdefault(str(site), dead_share(result))
+
+
+def dead_share(output: torch.Tensor) -> float:
+    """The share of units (dimension 1) that are zero for every example (dimension 0)."""
+    alive = (output.detach() > 0).flatten(2).any(dim=2) if output.dim() > 2 else output.detach() > 0
+    return float(1.0 - alive.any(dim=0).float().mean())
+
+
+@probe("learning.activations")
+def activations(ctx: ProbeContext) -> ProbeOutcome:
+    model = ctx.run.model
+    if model is None:
+        return ProbeOutcome(INCONCLUSIVE, "no model seen")
+    names = {id(m): n for n, m in model.named_modules()}
+    shares: dict[str, float] = {}
+
+    def record(module: torch.nn.Module, args: Any, output: Any) -> None:
+        if isinstance(output, torch.Tensor) and output.dim() >= 2 and output.shape[0] > 1:
+            shares.setdefault(f"{names.get(id(module), '?')} ({type(module).__name__})", dead_share(output))
+
+    handles = [m.register_forward_hook(record) for m in model.modules() if isinstance(m, (torch.nn.ReLU, torch.nn.ReLU6))]
+    watch = ReluWatch()
+    try:
+        trainer = ctx.trainer
+        trainer.reset(ctx.break_state)
+        trainer.step(trainer.prepare(), Adjust(mode=lambda: watch, lr_scale=0.0))
+    finally:
+        for handle in handles:
+            handle.remove()
+    shares.update({f"relu at {site}": share for site, share in watch.layers.items() if not shares})
+    if not shares:
+        return ProbeOutcome(PASS, "no ReLU layer to check")
+    evidence = [f"{name}: {share:.0%} of its units are zero for every example" for name, share in shares.items()]
+    dead = [(name, share) for name, share in shares.items() if share >= DEAD_SHARE]
+    if dead:
+        name, share = dead[0]
+        return ProbeOutcome(FAIL, f"dead units: {share:.0%} of {name} output zero for every example, so no gradient "
+                            "flows through them", evidence,
+                            f"re-initialise the layer before {name.split(' ')[0]} (no large negative bias: "
+                            "nn.init.zeros_(bias)), lower the learning rate, or use nn.LeakyReLU",
+                            data={"cause": "dead_units", "layer": name})
+    return ProbeOutcome(PASS, "no layer of dead units", evidence)
+
+
+# --- the run's trend and the labels -------------------------------------------------------
+
+def _label_path(ctx: ProbeContext, batch: Any) -> str | None:
+    path = ctx.run.facts.target_path
+    if path is not None:
+        return path
+    labels = [(p, t) for p, t in tensors_in(batch) if not t.is_floating_point() and t.dim() == 1]
+    return labels[-1][0] if len(labels) >= 1 else None
+
+
+def _permuted(batch: Any, path: str) -> Any:
+    """The batch with the tensor at ``path`` shuffled across examples (inputs and labels apart)."""
+    targets = dict(tensors_in(batch))
+
+    def shuffle(t: torch.Tensor) -> torch.Tensor:
+        if t is targets.get(path) and t.dim() > 0:
+            return t[torch.randperm(t.shape[0], generator=torch.Generator().manual_seed(0)).to(t.device)]
+        return t
+
+    return map_tensors(batch, shuffle)
+
+
+def _chance(ctx: ProbeContext) -> float | None:
+    classes = next((c.classes for c in ctx.run.facts.loss_calls.values() if c.classes), None)
+    return math.log(classes) if classes and classes > 1 else None
+
+
+@probe("learning.trend")
+def trend(ctx: ProbeContext) -> ProbeOutcome:
+    losses = finite([s.loss for s in ctx.history])
+    if len(losses) < 8:
+        return ProbeOutcome(INCONCLUSIVE, f"only {len(losses)} steps with a loss: too few for a trend")
+    first, last = _head(losses), _tail(losses)
+    falls = last < LEARNS * first
+    evidence = [f"the run's loss: {first:.4g} over its first steps, {last:.4g} over its last ({len(losses)} steps)"]
+    chance = _chance(ctx)
+    if chance is not None:
+        evidence.append(f"chance level for {round(math.exp(chance))} classes: ln({round(math.exp(chance))}) = {chance:.3g}")
+    trainer = ctx.trainer
+    batches = trainer.recent_batches()
+    path = _label_path(ctx, batches[-1]) if batches else None
+    if len(batches) >= 2 and path is not None:
+        verdict = _alignment(ctx, batches, path, evidence)
+        if verdict is not None:
+            return verdict
+    if falls:
+        return ProbeOutcome(PASS, f"the run learns: loss {first:.4g} -> {last:.4g}", evidence)
+    at_chance = chance is not None and abs(last - chance) < 0.1 * chance
+    return ProbeOutcome(FAIL, f"the loss does not fall: {first:.4g} -> {last:.4g} over {len(losses)} steps"
+                        + (" (at chance level)" if at_chance else ""), evidence,
+                        "no single cause was found by the checks: see each check's outcome",
+                        data={"cause": "loss_not_decreasing"})
+
+
+def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[str]) -> ProbeOutcome | None:
+    """Train on all but the last recent batch, with the labels as given and with them shuffled, and
+    measure the loss on the batch held out. Labels that follow the inputs generalise to it; labels
+    shuffled apart from the inputs (the run's own, if they are misaligned) do not."""
+    train, held_out = batches[:-1], batches[-1]
+    real = _generalisation(ctx, train, held_out)
+    shuffled = _generalisation(ctx, [_permuted(b, path) for b in train], held_out)
+    if real is None or shuffled is None:
+        return None
+    evidence += [f"labels ({path}) as given: train loss {real[0]:.4g} -> {real[1]:.4g}, held-out batch "
+                 f"{real[2]:.4g} -> {real[3]:.4g}",
+                 f"labels shuffled: train loss {shuffled[0]:.4g} -> {shuffled[1]:.4g}, held-out batch "
+                 f"{shuffled[2]:.4g} -> {shuffled[3]:.4g}"]
+    memorises = real[1] < LEARNS * real[0]
+    generalises = real[3] < (1 - SAME) * real[2]
+    if memorises and not generalises:
+        return ProbeOutcome(
+            FAIL, f"inputs and labels do not match: training fits the batches it sees (loss {real[0]:.4g} -> "
+            f"{real[1]:.4g}) but learns nothing for another batch (held-out {real[2]:.4g} -> {real[3]:.4g}), like "
+            "training on shuffled labels", evidence,
+            "keep each input with its own label: shuffle them together (one permutation, or a Dataset that returns "
+            "both), and check the indexing in __getitem__", data={"cause": "labels_misaligned", "confirmed": True})
+    return None
+
+
+def _generalisation(ctx: ProbeContext, train: list[Any], held_out: Any) -> tuple[float, float, float, float] | None:
+    """(train loss first, last, held-out loss before, after) for TRIAL_STEPS steps on ``train``."""
+    trainer = ctx.trainer
+    trainer.reset(ctx.break_state)
+    before = trainer.step(held_out, Adjust(lr_scale=0.0)).loss
+    losses = [trainer.step(train[i % len(train)], Adjust()).loss for i in range(TRIAL_STEPS)]
+    after = trainer.step(held_out, Adjust(lr_scale=0.0)).loss
+    values = finite(losses)
+    if before is None or after is None or len(values) < 4:
+        return None
+    return _head(values), _tail(values), before, after

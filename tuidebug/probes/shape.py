@@ -1,0 +1,149 @@
+"""The shape checks: the failing op explained, the forward traced module by module, the silent ones.
+
+The protocol asks for assertions on ``tensor.shape`` before matmuls and losses; the hooks make them
+without touching the script. ``shape.operands`` reads the exception's analysis (the module path and
+its sizes, the shapes it got, the loss call and its targets, the user's line) or, without an
+exception, what the hooks saw of the losses: an input and target that broadcast to another shape,
+one-hot targets whose width follows the batch. ``shape.trace`` re-runs the model's forward on the
+inputs of its latest call and records every module's input and output shapes in call order, with
+the failing row marked, and the reshape that folds the batch dimension if one does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tuidebug.batches import batch_size_of
+from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome, probe
+from tuidebug.probes.watch import OpWatch, tensors_of
+from tuidebug.sites import Site
+
+TRACE_ROWS = 40
+RESHAPES = {"view", "reshape", "flatten", "permute", "transpose", "squeeze", "unsqueeze", "contiguous", "t"}
+
+
+def shape_text(shape: Any) -> str:
+    dims = [int(d) for d in shape]
+    return "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
+
+
+@probe("shape.operands")
+def operands(ctx: ProbeContext) -> ProbeOutcome:
+    crash = ctx.run.crash
+    if crash is not None and crash.kind == "shape":
+        evidence = crash.lines()
+        summary = crash.findings[0] if crash.findings else f"shape error: {crash.exception}"
+        if crash.site:
+            summary += f" (at {crash.site.split(' ', 1)[0]})"
+        return ProbeOutcome(FAIL, summary, evidence, crash.fix, data={"cause": crash.cause})
+    facts = ctx.run.facts
+    broadcast = next((c for c in facts.loss_calls.values() if c.broadcasts and c.function not in
+                      ("cross_entropy", "nll_loss")), None)
+    if broadcast is not None:
+        shape = tuple(torch.broadcast_shapes(torch.Size(broadcast.input_shape), torch.Size(broadcast.target_shape)))
+        site = broadcast.site.split(" ", 1)[0]
+        fix = (f"make both {shape_text(broadcast.input_shape)} at {site}: "
+               + ("output.squeeze(-1) (or target.unsqueeze(-1) / target.view(-1, 1))"
+                  if len(broadcast.input_shape) == len(broadcast.target_shape) + 1 and broadcast.input_shape[-1] == 1
+                  else "target.view_as(output)"))
+        return ProbeOutcome(
+            FAIL, f"{broadcast.function} at {site} compares input {shape_text(broadcast.input_shape)} with target "
+            f"{shape_text(broadcast.target_shape)}: they broadcast to {shape_text(shape)}, every output against every "
+            "target, so the loss cannot reach its minimum", [f"loss call: {broadcast.function} at {broadcast.site}",
+                                                              f"input {shape_text(broadcast.input_shape)} "
+                                                              f"{broadcast.input_dtype}, target "
+                                                              f"{shape_text(broadcast.target_shape)} {broadcast.target_dtype}"],
+            fix, data={"cause": "loss_broadcast"})
+    widths = {site: sorted(w) for site, w in facts.one_hot.items() if len(w) > 1}
+    if widths:
+        site, seen = next(iter(widths.items()))
+        return ProbeOutcome(FAIL, f"F.one_hot without num_classes at {site.split(' ', 1)[0]} gives widths {seen}: the "
+                            "width follows the largest label of each batch", [f"one-hot at {site}: widths {seen}"],
+                            f"pass num_classes: F.one_hot(labels, num_classes={max(seen)}) (the number of classes)",
+                            data={"cause": "shape_mismatch"})
+    if crash is not None:
+        return ProbeOutcome(PASS, f"the exception is not a shape error: {crash.exception}", crash.lines())
+    return ProbeOutcome(PASS, "no shape error and no loss that broadcasts its input and target",
+                        [f"{c.function} at {c.site}: input {shape_text(c.input_shape)}, target "
+                         f"{shape_text(c.target_shape) if c.target_shape else '-'}" for c in facts.loss_calls.values()])
+
+
+class Folds(OpWatch):
+    """The first reshape in the forward whose output's first dimension is not the batch's any more."""
+
+    def __init__(self, batch: int) -> None:
+        super().__init__()
+        self.batch = batch
+        self.fold: tuple[str, Site, str] | None = None
+
+    def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
+        inputs, outputs = tensors_of(args[:1]), tensors_of([result])
+        if name not in RESHAPES or not inputs or not outputs or not inputs[0].dim() or not outputs[0].dim():
+            return
+        before, after = inputs[0].shape, outputs[0].shape
+        if before[0] == self.batch and after[0] != self.batch:
+            self.fold = (name, site, f"{shape_text(before)} -> {shape_text(after)}")
+
+    def done(self) -> bool:
+        return self.fold is not None
+
+
+@probe("shape.trace")
+def trace(ctx: ProbeContext) -> ProbeOutcome:
+    model, inputs = ctx.run.model, ctx.run.model_inputs()
+    if model is None or inputs is None:
+        return ProbeOutcome(INCONCLUSIVE, "no model call seen to trace")
+    names = {id(m): n or type(m).__name__ for n, m in model.named_modules()}
+    rows: list[str] = []
+    depth = [0]
+
+    def before(module: torch.nn.Module, args: Any) -> None:
+        depth[0] += 1
+
+    def after(module: torch.nn.Module, args: Any, output: Any) -> None:
+        depth[0] -= 1
+        if len(rows) < TRACE_ROWS and id(module) in names:
+            params = sum(p.numel() for p in module.parameters(recurse=False))
+            rows.append(f"{names[id(module)]} {type(module).__name__}: in {_shapes(args)} -> "
+                        f"{'FAILED' if output is None else _shapes(output)}" + (f", {params:,} params" if params else ""))
+
+    handles = [m.register_forward_pre_hook(before) for m in model.modules()]
+    handles += [m.register_forward_hook(after, always_call=True) for m in model.modules()]
+    batch = batch_size_of(inputs)
+    folds = Folds(batch) if batch else None
+    args, kwargs = inputs
+    error = None
+    try:
+        with torch.no_grad():
+            if folds is not None:
+                with folds:
+                    model(*args, **kwargs)
+            else:
+                model(*args, **kwargs)
+    except Exception as exc:  # the failure being diagnosed: the trace stops at it
+        error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    finally:
+        for handle in handles:
+            handle.remove()
+    evidence = [f"trace: {row}" for row in rows]
+    data: dict[str, Any] = {"rows": rows}
+    if error:
+        evidence.append(f"the forward raised: {error}")
+    if folds is not None and folds.fold is not None:
+        name, site, change = folds.fold
+        evidence.append(f"{name} at {site} changes the batch dimension: {change}")
+        return ProbeOutcome(FAIL, f"`{name}` at {site.short} folds the batch dimension: {change}", evidence,
+                            f"keep the batch first at {site.short}: x.view(x.size(0), -1) (or x.flatten(1))",
+                            data={**data, "cause": "batch_folded"})
+    if error:
+        return ProbeOutcome(FAIL, f"the forward fails: {error}", evidence, data={**data, "cause": "shape_mismatch"})
+    return ProbeOutcome(PASS, f"the forward runs: {len(rows)} module call(s) traced", evidence, data=data)
+
+
+def _shapes(value: Any) -> str:
+    tensors = tensors_of(value if isinstance(value, (list, tuple)) else [value])
+    if not tensors:
+        return "-"
+    return ", ".join(shape_text(t.shape) for t in tensors[:3])

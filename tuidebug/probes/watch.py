@@ -1,0 +1,79 @@
+"""Watching the ops of a replayed iteration: a TorchFunctionMode that sees every torch call made by
+the user's own code (calls from torch internals and from tuidebug pass unseen), with its line.
+
+Probes subclass ``OpWatch`` and look at each call in ``visit``; the mode is active while the
+iteration's forward and loss run (``Adjust(mode=...)``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from tuidebug.sites import Site, is_tuidebug_file, is_user_file
+
+MAX_CALLS = 20_000  # a watch stops looking after this many calls: a replayed step is bounded
+
+
+def op_name(func: Any) -> str:
+    """``log``, ``__truediv__``; a property read as ``.data``."""
+    name = getattr(func, "__name__", str(func))
+    if name == "__get__":
+        owner = getattr(func, "__self__", None)
+        return f".{getattr(owner, '__name__', 'attribute')}"
+    return name
+
+
+def caller_site() -> Site | None:
+    """The user's frame that made the current torch call (None when torch or tuidebug made it)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if is_user_file(path):
+            return Site(path, frame.f_lineno, frame.f_code.co_name)
+        if not (path.startswith(_TORCH) or is_tuidebug_file(path)):
+            return None
+        frame = frame.f_back
+    return None
+
+
+_TORCH = torch.__file__.rsplit("/", 1)[0]
+
+
+def tensors_of(values: Any) -> list[torch.Tensor]:
+    found = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(v for v in value if isinstance(v, torch.Tensor))
+    return found
+
+
+class OpWatch(TorchFunctionMode):
+    """Calls ``visit(name, args, kwargs, result, site)`` for every torch call of the user's code."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        self.calls += 1
+        if self.calls <= MAX_CALLS and not self.done():
+            site = caller_site()
+            if site is not None:
+                with torch._C.DisableTorchFunction():
+                    self.visit(op_name(func), args, kwargs, result, site)
+        return result
+
+    def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
+        """One call of the user's code; override."""
+
+    def done(self) -> bool:
+        """True once the watch has seen what it looks for (the rest of the step runs unwatched)."""
+        return False

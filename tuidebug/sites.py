@@ -1,0 +1,88 @@
+"""Where in the user's own code something happened: the innermost frame that is theirs.
+
+Evidence names the user's line (``train.py:42 `loss = criterion(out, y)```), never a frame of
+torch, of a framework (Lightning, accelerate, ...), of the standard library or of tuidebug.
+"""
+
+from __future__ import annotations
+
+import functools
+import linecache
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from types import FrameType, TracebackType
+
+_TUIDEBUG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_LIBRARY_DIRS = tuple(
+    os.path.abspath(path) + os.sep
+    for name in ("stdlib", "platstdlib", "purelib", "platlib")
+    if (path := sysconfig.get_paths().get(name))
+)
+
+
+@dataclass(frozen=True)
+class Site:
+    path: str
+    line: int
+    function: str
+
+    @property
+    def text(self) -> str:
+        return linecache.getline(self.path, self.line).strip()
+
+    @property
+    def short(self) -> str:
+        """``train.py:42``"""
+        return f"{os.path.basename(self.path)}:{self.line}"
+
+    def __str__(self) -> str:
+        text = self.text
+        return f"{self.short} `{text}`" if text else self.short
+
+
+@functools.lru_cache(maxsize=4096)
+def is_user_file(path: str) -> bool:
+    """A file of the user's: not torch's, a library's, the standard library's or tuidebug's."""
+    if not path or path.startswith("<"):
+        return False
+    path = os.path.abspath(path)
+    if path.startswith(_TUIDEBUG) or "site-packages" in path or "dist-packages" in path:
+        return False
+    return not path.startswith(_LIBRARY_DIRS)
+
+
+def is_tuidebug_file(path: str) -> bool:
+    return os.path.abspath(path).startswith(_TUIDEBUG)
+
+
+def user_site(frame: FrameType | None = None) -> Site | None:
+    """The innermost frame of the user's code at or above ``frame`` (the caller's by default)."""
+    frame = frame if frame is not None else sys._getframe(1)
+    while frame is not None:
+        if is_user_file(frame.f_code.co_filename):
+            return Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        frame = frame.f_back
+    return None
+
+
+def user_frames(tb: TracebackType | None) -> list[FrameType]:
+    """The user's frames of a traceback, outermost first."""
+    frames = []
+    while tb is not None:
+        if is_user_file(tb.tb_frame.f_code.co_filename):
+            frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return frames
+
+
+def innermost_user_site(tb: TracebackType | None) -> tuple[Site, FrameType] | None:
+    """The innermost user frame of a traceback, with its line at the time of the exception."""
+    found = None
+    while tb is not None:
+        frame = tb.tb_frame
+        if is_user_file(frame.f_code.co_filename):
+            found = (Site(frame.f_code.co_filename, tb.tb_lineno, frame.f_code.co_name), frame)
+        tb = tb.tb_next
+    return found

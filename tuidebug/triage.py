@@ -1,0 +1,137 @@
+"""Which branch of the decision tree the live run points to, and why.
+
+Read from the session: the agent's events (a non-finite value, the exception and its analysis, the
+findings the hooks made), how the process ended (an exit code, a signal), a stall, and the loss
+curve's trend. The most specific evidence wins: a failure the run itself showed, then a finding,
+then the trend.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from tuidebug.protocol import Event
+from tuidebug.session import Session, describe_exit
+from tuidebug.tree import Walk, load_tree
+
+# Findings the agent reports (event kind "finding", message "code: ..."), by the branch they open.
+FINDING_BRANCHES = {
+    "stale_grads": "learning", "not_in_optimizer": "learning", "unregistered_modules": "learning",
+    "frozen": "learning", "no_grad_params": "learning", "eval_mode": "learning", "loss_input": "learning",
+    "backward_without_graph": "learning", "no_optimizer_step": "learning", "lr_schedule": "learning",
+    "loss_broadcast": "shape", "one_hot_width": "shape",
+    "graphs_kept": "oom", "memory_growth": "oom",
+}
+BRANCH_ORDER = ("oom", "shape", "learning")
+# The trend of the run's own loss, judged on the medians of its first and last fifths (at least
+# TREND_STEPS steps): a loss that ends over DIVERGING times its start diverges (the NaN branch's
+# checks apply: the rate, the gradients); one that ends above NOT_FALLING times its start has not
+# learned in the window. Chosen on the corpus: healthy runs fall well below 0.9 of their start within
+# their first hundreds of steps (the slowest, SGD at 1e-3, ends near 0.8); a plateau-then-drop run
+# still falls below it once the drop is in the window.
+TREND_STEPS = 12
+DIVERGING = 10.0
+NOT_FALLING = 0.95
+OVERFLOW_ERRORS = ("OverflowError", "math range error")
+
+
+@dataclass
+class Trend:
+    first: float
+    last: float
+    steps: int
+
+    @property
+    def ratio(self) -> float:
+        return self.last / self.first if self.first > 0 else math.inf
+
+    def text(self) -> str:
+        return f"the loss went from {self.first:.4g} to {self.last:.4g} over {self.steps} steps"
+
+
+def loss_trend(session: Session) -> Trend | None:
+    losses = [y for _, y in session.loss.recent if math.isfinite(y)]
+    if len(losses) < TREND_STEPS:
+        return None
+    fifth = max(3, len(losses) // 5)
+    return Trend(statistics.median(losses[:fifth]), statistics.median(losses[-fifth:]), len(losses))
+
+
+def preselect(session: Session) -> tuple[str, str]:
+    """The branch the live run points to, and why."""
+    with session.lock:
+        events = list(session.events)
+        first_nonfinite = session.counters.first_nonfinite_step
+        steps, exit_code, optimizers = session.step, session.exit_code, _optimizers(events)
+    nonfinite = next((e for e in events if e.kind in ("nonfinite_loss", "nonfinite_grad")), None)
+    if nonfinite is not None or first_nonfinite is not None:
+        step = nonfinite.step if nonfinite is not None else first_nonfinite
+        return "nan", f"non-finite value at step {step}" + (f": {nonfinite.message}" if nonfinite else "")
+    crash = next((e for e in reversed(events) if e.kind == "crash"), None)
+    exception = next((e for e in reversed(events) if e.kind == "exception"), None)
+    trend = loss_trend(session)
+    if exception is not None:
+        return _classify(exception, crash, trend)
+    stall = next((e for e in reversed(events) if e.kind == "stall"), None)
+    if stall is not None:
+        return "stall", stall.message
+    end = next((e for e in reversed(events) if e.kind == "script_end"), None)
+    if end is not None and not end.message.endswith(" 0"):
+        return "crash", end.message
+    if exit_code not in (None, 0) and end is None:
+        return "crash", f"{describe_exit(exit_code)} after step {steps}, without a Python exception"
+    findings = _findings(events)
+    if steps == 0:
+        if any(e.kind == "finding" and e.message.startswith("no_optimizer_step") for e in events):
+            return "learning", "backward passes but no optimizer step"
+        return "no_step", "the script ran no optimizer step" + (" before it ended" if end else " in the window")
+    for branch in BRANCH_ORDER:
+        if branch in findings:
+            return branch, findings[branch]
+    if trend is not None and trend.ratio > DIVERGING:
+        return "nan", f"the loss diverges without going non-finite: {trend.text()}"
+    if trend is not None and trend.ratio > NOT_FALLING and optimizers < 2:
+        return "learning", f"the run does not learn: {trend.text()}"
+    return "healthy", "no non-finite value, no exception, no finding" + (f"; {trend.text()}" if trend else "")
+
+
+def _classify(exception: Event, crash: Event | None, trend: Trend | None) -> tuple[str, str]:
+    kind = crash.message.split()[0] if crash is not None else "other"
+    if kind == "oom":
+        return "oom", f"the script ran out of memory: {exception.message}"
+    if kind == "shape":
+        return "shape", f"shape error: {exception.message}"
+    if kind == "no_graph":
+        return "learning", f"backward on a loss without a graph: {exception.message}"
+    if any(text in exception.message for text in OVERFLOW_ERRORS) and trend is not None and trend.ratio > DIVERGING:
+        return "nan", f"the loss diverged until the script's own arithmetic overflowed: {exception.message}"
+    return "crash", f"the script raised {exception.message}"
+
+
+def _findings(events: list[Event]) -> dict[str, str]:
+    """The first finding of each branch, as its reason."""
+    found: dict[str, str] = {}
+    for event in events:
+        if event.kind != "finding":
+            continue
+        code = event.message.split(":", 1)[0]
+        branch = FINDING_BRANCHES.get(code)
+        if branch is not None and branch not in found:
+            found[branch] = event.message.split(":", 1)[-1].strip()
+    return found
+
+
+def _optimizers(events: list[Event]) -> int:
+    return sum(e.kind == "optimizer" for e in events)
+
+
+def start_walk(session: Session) -> Walk:
+    """A fresh walk of the decision tree on the branch the run points to now, kept in the session."""
+    branch, reason = preselect(session)
+    walk = Walk(load_tree(), branch=branch, reason=reason)
+    with session.lock:
+        session.walk = walk
+        session.version += 1
+    return walk
