@@ -6,8 +6,10 @@ scores on three counts: the class, the cause, and the evidence (every regex foun
 in the report's summary, fix and evidence lines). "Right" means all three.
 
 Cases run as a user runs them: ``tuidebug diagnose --json OUT SCRIPT ARGS`` with the default
-window, from a fresh temporary directory, two at a time (the machines are two-core). A case with
-``memory_limit_mb`` runs with that address-space cap (RLIMIT_AS) on the whole process tree.
+window, from a fresh temporary directory, two at a time on the two-core machines, each with one
+intra-op thread (OMP_NUM_THREADS=1: two processes of two threads each on two cores slow torch's small
+ops tenfold and would measure the machine, not the tool). A case with ``memory_limit_mb`` runs with
+that address-space cap (RLIMIT_AS) on the whole process tree.
 
     python corpus/run.py                 # every case; writes CORPUS.md and .bench/corpus.json
     python corpus/run.py --fast          # the quick subset (what `make test` runs)
@@ -122,6 +124,7 @@ def run_case(case: Case, tuidebug: list[str]) -> Outcome:
         started = time.monotonic()
         try:
             result = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=HARD_LIMIT,
+                                    env={**os.environ, "OMP_NUM_THREADS": "1"},
                                     preexec_fn=_address_space_cap(case.memory_limit_mb), start_new_session=True)
         except subprocess.TimeoutExpired:
             outcome.seconds, outcome.error = HARD_LIMIT, f"no verdict after {HARD_LIMIT:.0f}s"
@@ -221,10 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
     parser.add_argument("--no-write", action="store_true", help="print the tables, write neither CORPUS.md nor JSON")
     parser.add_argument("--json", type=Path, default=RESULTS, help=f"raw results (default {RESULTS.relative_to(ROOT)})")
+    parser.add_argument("--python", default=sys.executable,
+                        help="the interpreter whose tuidebug runs the cases (to score another checkout)")
     args = parser.parse_args(argv)
 
     cases = select(load_cases(), args.patterns, args.fast)
-    tuidebug = [sys.executable, "-m", "tuidebug"]
+    tuidebug = [args.python, "-m", "tuidebug"]
     started = time.monotonic()
     outcomes: list[Outcome] = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:

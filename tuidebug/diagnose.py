@@ -28,7 +28,7 @@ from tuidebug.protocol import ProbeResult
 from tuidebug.report import build_report, json_ready, markdown
 from tuidebug.session import Session
 from tuidebug.tree import Walk, load_tree
-from tuidebug.triage import preselect
+from tuidebug.triage import loss_trend, preselect
 
 HEALTHY, DIAGNOSED, TOOL_ERROR, INCONCLUSIVE = 0, 1, 2, 3
 RERUN_AT = 10  # a second run pauses at this step (or at the first one's non-finite value, at most this much later)
@@ -82,12 +82,13 @@ def wait_until(session: Session, predicate: Any, timeout: float) -> bool:
         time.sleep(0.05)
 
 
-def run_probe(run: ChildRun, session: Session, probe: str, timeout: float) -> ProbeResult:
+def run_probe(run: ChildRun, session: Session, probe: str, timeout: float,
+              params: dict[str, Any] | None = None) -> ProbeResult:
     """Run one probe in the paused child and wait for its result: the probe is told to answer with what
     it has by then, and is cancelled a little after ``timeout``."""
     session.probe_results.pop(probe, None)
     budget = max(1.0, timeout - ANSWER_SECONDS)
-    if session.ended or not run.command("probe", name=probe, params={"seconds": budget}):
+    if session.ended or not run.command("probe", name=probe, params={**(params or {}), "seconds": budget}):
         return ProbeResult(run_id=0, probe=probe, status="skipped", summary="the training process is gone")
     if not wait_until(session, lambda: probe in session.probe_results or session.ended, timeout):
         run.command("cancel")
@@ -154,10 +155,16 @@ class Runs:
             if rerun is None:
                 result.evidence.append(f"not re-run on a live loop: {self.rerun_failed}")
                 return result
-            result = run_probe(rerun, self.rerun_session, name, min(timeout, self.deadline.left()))
+            result = run_probe(rerun, self.rerun_session, name, min(timeout, self.deadline.left()),
+                               {"run_trend": self._trend()})
             result.evidence.append(f"run on a second run of the script, paused at step {self.rerun_session.step} "
                                    "(the first one's loop had ended)")
         return result
+
+    def _trend(self) -> list[float] | None:
+        """The first run's loss trend, for a probe on a second run, which has seen only its first steps."""
+        trend = loss_trend(self.session)
+        return [trend.first, trend.last, trend.steps] if trend is not None else None
 
     def _rerun(self, fresh: bool) -> ChildRun | None:
         if self.rerun is not None and not fresh:

@@ -74,6 +74,7 @@ class Iteration:
     loss: float | None = None
     grad_norm: float | None = None
     grads_finite: bool = True
+    weights_finite: bool = True  # after the step: an update can overflow where the gradient did not
     update_ratio: float | None = None
 
 
@@ -128,6 +129,9 @@ class RunView(Protocol):
 
     def dataset(self) -> Any:
         """The dataset of the loader that fed the latest batch, or None."""
+
+    def recent_batches(self) -> list[Any]:
+        """The captured batches (``step``, ``batch``) of the steps up to the failure, oldest first."""
 
     def user_frames(self) -> list[Any]:
         """The training thread's frames in the user's own code, innermost first (empty after the script ended)."""
@@ -186,15 +190,21 @@ class ProbeContext:
 
 ProbeFunction = Callable[[ProbeContext], ProbeOutcome]
 PROBES: dict[str, ProbeFunction] = {}
+# Probes that never replay through the script's loop run on the training thread itself (paused): its
+# thread-local state (grad mode, autocast) and thread pools are the script's, and a thread of its own
+# would need memory the run may not have (the OOM being diagnosed).
+ON_TRAINING_THREAD: set[str] = set()
 
 
-def probe(name: str) -> Callable[[ProbeFunction], ProbeFunction]:
+def probe(name: str, on_training_thread: bool = False) -> Callable[[ProbeFunction], ProbeFunction]:
     """Register a probe under ``name`` (the name the tree's check nodes give)."""
 
     def register(function: ProbeFunction) -> ProbeFunction:
         if name in PROBES:
             raise ValueError(f"probe {name!r} is registered twice")
         PROBES[name] = function
+        if on_training_thread:
+            ON_TRAINING_THREAD.add(name)
         return function
 
     return register

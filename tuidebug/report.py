@@ -27,6 +27,7 @@ def build_report(walk: Walk, session: Session, reproduction: str | None, partial
     evidence = [f"branch: {walk.branch} ({walk.reason})"] + _run_evidence(session, walk.branch)
     if deciding is not None:
         evidence += deciding.evidence
+        evidence += _other_fixes(walk, check)
     if verdict.cause in NO_CAUSE or deciding is None:
         evidence += _every_check(walk, skip=check)
     evidence = list(dict.fromkeys(evidence))
@@ -53,11 +54,25 @@ def deciding_check(walk: Walk) -> str | None:
     walk went through, else the last failed check on the path."""
     decides = [walk.tree[n] for n in walk.path if walk.tree[n].kind == "decide"]
     for decide in reversed(decides):
-        failed = [check for check in decide.order if walk.status(check) == "fail"]
-        if failed:
-            return failed[0]
+        chosen = walk.decided_by(decide)
+        if chosen is not None:
+            return chosen
     failed = [node_id for node_id in walk.path if walk.status(node_id) == "fail"]
     return failed[-1] if failed else None
+
+
+def _other_fixes(walk: Walk, chosen: str) -> list[str]:
+    """Other checks whose own change also removed the failure, ranked: the verdict's comes first."""
+    others = [(node_id, r) for node_id, r in walk.results.items() if node_id != chosen and r.status == "fail"
+              and isinstance(r.data.get("fixed_loss"), (int, float))]
+    if not others:
+        return []
+    mine = walk.results[chosen].data.get("fixed_loss")
+    lines = ["other changes that also removed it: " + "; ".join(
+        f"{node_id} (its trial ended at loss {r.data['fixed_loss']:.4g})" for node_id, r in others)]
+    if isinstance(mine, (int, float)):
+        lines.append(f"ranked by the loss each trial ended at: {chosen}'s ended lowest, at {mine:.4g}")
+    return lines
 
 
 def _flag(result: ProbeResult | None, key: str) -> bool | None:

@@ -53,10 +53,6 @@ def is_user_file(path: str) -> bool:
     return not path.startswith(_LIBRARY_DIRS)
 
 
-def is_tuidebug_file(path: str) -> bool:
-    return os.path.abspath(path).startswith(_TUIDEBUG)
-
-
 def user_site(frame: FrameType | None = None) -> Site | None:
     """The innermost frame of the user's code at or above ``frame`` (the caller's by default)."""
     frame = frame if frame is not None else sys._getframe(1)

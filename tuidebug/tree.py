@@ -38,6 +38,7 @@ class Node:
     next: dict[str, str] = field(default_factory=dict)
     order: dict[str, str] = field(default_factory=dict)
     causes: dict[str, str] = field(default_factory=dict)
+    rank: bool = False
     otherwise: str | None = None
     failure_class: str | None = None
     cause: str | None = None
@@ -160,11 +161,29 @@ class Walk:
         return self._decide(node)
 
     def _decide(self, node: Node) -> str:
-        failed = [check for check in node.order if self.status(check) == "fail"]
-        if not failed:
+        chosen = self.decided_by(node)
+        if chosen is None:
             return node.otherwise
-        cause = self.results[failed[0]].data.get("cause")
-        return node.causes.get(cause) or node.order[failed[0]]
+        cause = self.results[chosen].data.get("cause")
+        return node.causes.get(cause) or node.order[chosen]
+
+    def decided_by(self, node: Node) -> str | None:
+        """The check that names a decide node's verdict: the first failed one in its order. With
+        ``rank``: a failed check that is ``definitive`` (bad data) first; then, among the failed checks
+        whose trial of their fix removed the failure and let the loss fall (``fixed_loss``), the one
+        whose trial ended lowest (several changes each remove the NaN: the one that learns best names
+        the cause); then the first failed one."""
+        failed = [check for check in node.order if self.status(check) == "fail"]
+        if not failed or not node.rank:
+            return failed[0] if failed else None
+        data = {check: self.results[check].data for check in failed}
+        definitive = [c for c in failed if data[c].get("definitive")]
+        proven = [c for c in failed if isinstance(data[c].get("fixed_loss"), (int, float))]
+        if definitive:
+            return definitive[0]
+        if proven:
+            return min(proven, key=lambda c: (data[c]["fixed_loss"], failed.index(c)))
+        return failed[0]
 
     def advance(self) -> str | None:
         target = self.suggested_next()

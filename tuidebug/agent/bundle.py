@@ -52,13 +52,14 @@ def plain(value: Any, depth: int = 0) -> Any:
 
 def save_bundle(agent: Agent, folder: str, meta: dict[str, Any]) -> str:
     """Write the bundle for the agent's current failure (or its latest batch) into ``folder``."""
-    if agent.model is None or not agent.optimizers:
+    if agent.model is None or agent.optimizer_of(agent.model) is None:
         raise BundleError("no model and optimizer seen: nothing to reproduce")
     start, steps, batches = _start(agent)
     path = Path(folder)
     path.mkdir(parents=True, exist_ok=True)
     model_state = next((state for model, state, _ in start.modules if model is agent.model), None)
-    optimizer_state = next((state for opt, state in start.optimizers if opt is agent.optimizers[0]), None)
+    optimizer = agent.optimizer_of(agent.model)
+    optimizer_state = next((state for opt, state in start.optimizers if opt is optimizer), None)
     torch.save({"model": model_state, "optimizer": optimizer_state}, path / "state.pt")
     torch.save([plain(b) for b in batches], path / "batches.pt")
     positions = [state["last_epoch"] for _, state in start.stateful if "last_epoch" in state]
@@ -110,7 +111,8 @@ def bundle_snapshot(agent: Agent, state: dict[str, Any], scheduler_steps: list[i
     keeps the script's own hyperparameters and schedule (the learning rate may be the fix being
     validated); its schedulers are moved to the step the bundle starts at."""
     snap = agent.take_snapshot()
-    model, optimizer = agent.model, agent.optimizers[0]
+    model = agent.model
+    optimizer = agent.optimizer_of(model)
     snap.modules = [(m, state["model"] if m is model else s, f) for m, s, f in snap.modules]
     saved = copy.deepcopy(state["optimizer"])
     saved["param_groups"] = optimizer.state_dict()["param_groups"]

@@ -26,6 +26,7 @@ HANDSHAKE_TIMEOUT = 10.0
 # Step records wait up to this long and go out together: one writer wake-up per step would cost the
 # training thread GIL hand-offs every step. Events and state changes wake the writer at once.
 FLUSH_SECONDS = 0.05
+THREAD_STACK = 512 * 1024  # the writer and reader only encode and decode small frames
 
 
 class ConnectionRefused(Exception):
@@ -76,10 +77,14 @@ class AgentClient:
         self._sock = sock
         self.connected = True
         os.register_at_fork(after_in_child=self._forget_in_child)
-        for target, name in ((self._write_loop, "tuidebug-writer"), (self._read_loop, "tuidebug-reader")):
-            thread = threading.Thread(target=target, name=name, daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        previous = threading.stack_size(THREAD_STACK)  # small stacks: the run may be under a memory limit
+        try:
+            for target, name in ((self._write_loop, "tuidebug-writer"), (self._read_loop, "tuidebug-reader")):
+                thread = threading.Thread(target=target, name=name, daemon=True)
+                thread.start()
+                self._threads.append(thread)
+        finally:
+            threading.stack_size(previous)
 
     def send(self, message: Message) -> None:
         """Queue a message that must get through (events, state); never blocks the caller."""

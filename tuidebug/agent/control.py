@@ -48,9 +48,13 @@ class Control:
         client = self.agent.client
         if client is not None and client.has_commands():
             self._drain()
-        if self.pause_requested and where in PAUSABLE:
+        if self.pause_requested and (where in PAUSABLE or self._no_other_point(where)):
             self.pause_requested = False
             self.hold("paused", where)
+
+    def _no_other_point(self, where: str) -> bool:
+        """A loop with no DataLoader and no step yet (a missing optimizer.step()) pauses at backward."""
+        return where == "backward" and self.agent.step == 0 and not self.agent.batches
 
     def after_step(self, step: int) -> None:
         config = self.agent.config

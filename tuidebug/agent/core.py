@@ -29,19 +29,21 @@ from tuidebug.agent.crash import FailedLoss, FailedModule
 from tuidebug.agent.control import Control
 from tuidebug.agent.facts import Facts, SchedulerCalls, sampled
 from tuidebug.agent.gradients import parameters_with_grad, per_parameter_norms, total_norm_now, total_of
-from tuidebug.agent.memory import process_rss
+from tuidebug.agent.memory import process_memory
 from tuidebug.agent.probing import MODEL_CALL, ProbeRuntime, StepInputs
 from tuidebug.agent.snapshot import Snapshot
 from tuidebug.batches import batch_size_of, tensors_in
+from tuidebug.probes import holders
 from tuidebug.protocol import Event, Step
 from tuidebug.sites import Site, is_user_file, user_site
 
 MAX_LOSSES_PER_STEP = 256
 HISTORY_STEPS = 2048
 MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss the climb to it
-CHECKPOINT_BUDGET = 0.005  # of the step time; the interval stays within [every, 2 * every] steps
+CHECKPOINT_BUDGET = 0.005  # of the step time; the interval stays within [every, 8 * every] steps
+BATCH_BYTES = 256 * 2**20  # the recent batches kept for replays hold at most this much (at least 2 of them)
 LOADER_RECENT = 2  # a loop fed its latest batch from a DataLoader this few steps ago: it uses one
-MANUAL_PROBES = 8  # backward passes watched for parameters changing without an optimizer
+MANUAL_PROBES = 32  # backward passes watched for parameters changing without an optimizer
 
 # The agent of this process, for ``tuidebug.watch``; None when not running under tuidebug.
 CURRENT: Agent | None = None
@@ -54,8 +56,10 @@ class AgentConfig:
     post_mortem: bool = True
     stop_on_disconnect: bool = False
     norm_stride: int = 10
-    keep_batches: int = 4
-    checkpoint_every: int = 25
+    # The recent batches (and model inputs) kept by reference for replays: enough to replay every
+    # step since the rolling checkpoint, which is taken every ``checkpoint_every`` steps when cheap.
+    keep_batches: int = 16
+    checkpoint_every: int = 8
     checkpoint_max_params: int = 50_000_000
     memory_every: int = 5  # steps between memory readings at the step boundary (for the leak check)
     copy_post_mortem: bool = True  # after the script ended, probes train a copy (diagnose re-runs instead)
@@ -75,6 +79,7 @@ class Captured:
     batch: Any
     size: int | None
     source: int
+    bytes: int = 0
 
 
 @dataclass
@@ -178,8 +183,9 @@ class Agent:
         self.failed_loss: FailedLoss | None = None  # the loss call that raised
 
     def active(self) -> bool:
-        """Hooks do nothing outside the training process's main thread (forked workers, DataParallel)."""
-        return threading.get_ident() == self.thread_id and not self._forked
+        """Hooks do nothing outside the training process's main thread (forked workers, DataParallel), nor
+        while a probe runs on that thread itself (its forwards are not the script's)."""
+        return threading.get_ident() == self.thread_id and not self._forked and not self.probes.inline
 
     def _mark_forked(self) -> None:
         self._forked = True
@@ -197,6 +203,14 @@ class Agent:
     def model(self) -> torch.nn.Module | None:
         return self.observed.model
 
+    def recent_batches(self) -> list[Captured]:
+        """The batches of the steps up to the failure (or the latest), oldest first. A loop that reads a
+        batch ahead (Lightning, accelerate) has already fetched the next one: it is left out."""
+        failure = self.failure
+        if failure is None:
+            return list(self.batches)
+        return [c for c in failure.recent if c.step <= failure.step] or list(failure.recent)
+
     def loop_uses_loader(self) -> bool:
         """Whether the loop's latest steps were fed by a DataLoader (its batches can be replayed)."""
         return bool(self.batches) and self.batches[-1].step >= self.step + 1 - LOADER_RECENT
@@ -207,21 +221,25 @@ class Agent:
         return getattr(loader, "dataset", None)
 
     def lightning_module(self) -> torch.nn.Module | None:
-        """The LightningModule that trains the model, if the loop is Lightning's: the model itself, or
-        the module that holds it (``self.net``)."""
-        if self._lightning is not None:
-            return self._lightning()
-        models = self.observed.models
-        if not models or "lightning" not in sys.modules and "pytorch_lightning" not in sys.modules:
+        """The LightningModule that trains the current model, if the loop is Lightning's: the model
+        itself, or the module that holds it (``self.net``)."""
+        model = self.observed.model
+        if model is None or "lightning" not in sys.modules and "pytorch_lightning" not in sys.modules:
             return None
-        found = next((m for m in models if _is_lightning(m)), None)
-        if found is None:
-            wanted = {id(m) for m in models}
-            found = next((o for o in gc.get_objects() if isinstance(o, torch.nn.Module) and _is_lightning(o)
-                          and any(id(m) in wanted for m in o.modules())), None)
-        if found is not None:
-            self._lightning = weakref.ref(found)
+        cached = self._lightning() if self._lightning is not None else None
+        if cached is not None and any(m is model for m in cached.modules()):
+            return cached
+        found = model if _is_lightning(model) else next(
+            (o for o in gc.get_objects() if isinstance(o, torch.nn.Module) and _is_lightning(o)
+             and any(m is model for m in o.modules())), None)
+        self._lightning = weakref.ref(found) if found is not None else None
         return found
+
+    def optimizer_of(self, model: torch.nn.Module) -> torch.optim.Optimizer | None:
+        """The optimizer that trains ``model`` (holds its parameters), the latest seen first."""
+        params = {id(p) for p in model.parameters()}
+        return next((opt for opt in reversed(self.optimizers)
+                     if any(id(p) in params for g in opt.param_groups for p in g["params"])), None)
 
     def model_inputs(self) -> tuple[tuple, dict] | None:
         return self.observed.model_inputs
@@ -289,17 +307,22 @@ class Agent:
         if isinstance(output, torch.Tensor):
             if output.grad_fn is not None and not self.probes.replaying:
                 self.facts.tag_graph(output, self.step + 1, "model output")
+                if self.facts.graphs_piling_up(self.step + 1):
+                    self._report_findings()
         elif isinstance(output, (tuple, list)):
             seen.output_paths = {id(v): i for i, v in enumerate(output) if isinstance(v, torch.Tensor)}
         elif isinstance(output, dict):
             seen.output_paths = {id(v): k for k, v in output.items() if isinstance(v, torch.Tensor)}
 
     def on_module_output(self, module: torch.nn.Module, output: Any) -> None:
-        """Any module's output on a sampled step: which module made it (for loss-input checks)."""
+        """Any module's output on a sampled step: which module made it (for loss-input checks), and a
+        tag in its graph (a tensor derived from a layer's output and kept keeps that graph alive)."""
         if isinstance(output, torch.Tensor):
             name = self.observed.module_names.get(id(module))
             if name is not None:
                 self._outputs[id(output)] = f"{name} ({type(module).__name__})"
+                if output.grad_fn is not None and not self.probes.replaying:
+                    self.facts.tag_graph(output, self.step + 1, f"output of {name}")
 
     def on_loss_call(self, function: str, input: Any, target: Any, call: Callable, kwargs: dict) -> Any:
         """A loss function is called with (input, target): observe it on sampled steps, keep the
@@ -326,6 +349,18 @@ class Agent:
 
     def on_loss_error(self, function: str, input: Any, target: Any) -> None:
         self.failed_loss = FailedLoss(function, input, target, self.step)
+
+    def on_scheduler_created(self, scheduler: Any) -> None:
+        site = user_site()
+        if site is not None:
+            self.facts.scheduler_sites.append((type(scheduler).__name__, str(site)))
+            del self.facts.scheduler_sites[:-8]
+
+    def on_half(self, module: torch.nn.Module) -> None:
+        """``module.half()``: where the model was put in float16 (the precision check names the line)."""
+        site = user_site()
+        if site is not None and self.facts.half_site is None:
+            self.facts.half_site = str(site)
 
     def on_optimizer_created(self, optimizer: torch.optim.Optimizer) -> None:
         site = user_site()
@@ -367,6 +402,7 @@ class Agent:
             count = sum(p.numel() for p in module.parameters())
             self.event("model", f"{type(module).__name__} with {count:,} parameters")
             self._param_names.update({id(p): name for name, p in module.named_parameters()})
+            self.facts.address_space = process_memory()[1]  # before its first forward: what the OOM check builds on
             seen.module_names.update({id(m): name or type(m).__name__ for name, m in module.named_modules()})
             self.on_new_model(module)
         seen.model = module
@@ -404,7 +440,10 @@ class Agent:
     def _capture(self, batch: Any, epoch: int | None, source: int) -> Any:
         self._batch_size = batch_size_of(batch)
         self._epoch = epoch
-        self.batches.append(Captured(self.step + 1, batch, self._batch_size, source))
+        size = sum(t.numel() * t.element_size() for _, t in tensors_in(batch))
+        self.batches.append(Captured(self.step + 1, batch, self._batch_size, source, size))
+        while len(self.batches) > 2 and sum(c.bytes for c in self.batches) > BATCH_BYTES:
+            self.batches.popleft()
         return batch
 
     def resolve(self, record: PendingStep) -> Step:
@@ -460,7 +499,9 @@ class Agent:
             site = user_site()
             self.facts.backward_without_graph = str(site) if site else "?"
         if self._backward_since_step == 0:
-            self._first_backward_of_step()
+            self._check_stale_grads()
+        if self._primary is None and not self.manual_updates:
+            self._watch_manual_updates()
         self._backward_since_step += 1
         self.facts.backward_total += 1
         if self.manual_updates and self._losses:
@@ -471,8 +512,7 @@ class Agent:
         self._backward_calls += 1
         self.facts.tag_graph(tensor, self.step + 1, "loss")
         if self._primary is None and not self.manual_updates and self.facts.backward_total % 5 == 0:
-            for code, text, details in self.facts.new_findings(self.step):
-                self.event("finding", f"{code}: {text}", details)
+            self._report_findings()
         value = loss.item() if self.config.break_on_nan else 0.0  # one host sync, only while armed
         if not math.isfinite(value):
             self.event("nonfinite_loss", f"non-finite loss ({value:g}) before backward")
@@ -480,28 +520,34 @@ class Agent:
         else:
             self.control.safe_point("backward")
 
-    def _first_backward_of_step(self) -> None:
-        """At the first backward since the last step, on sampled steps: were the gradients reset?
-        And, while no optimizer has been seen, did the parameters change since the last backward?"""
+    def _check_stale_grads(self) -> None:
+        """At the first backward since the last step, on sampled steps: were the gradients reset?"""
         model = self.model
-        if model is None:
+        param = next((p for p in model.parameters() if p.requires_grad), None) if model is not None else None
+        if param is None or self._primary is None or not sampled(self.step + 1):
             return
-        param = next((p for p in model.parameters() if p.requires_grad), None)
-        if param is None:
+        stale = param.grad is not None and bool(param.grad.detach().any())
+        self.facts.stale_grads.append((self.step + 1, stale))
+        del self.facts.stale_grads[:-50]
+
+    def _watch_manual_updates(self) -> None:
+        """While no optimizer has been seen: did the parameters change since the last backward? (One
+        fused norm over all of them: an update by hand may touch only some rows.)"""
+        model = self.model
+        if model is None or self._watched_backwards >= MANUAL_PROBES:
             return
-        if sampled(self.step + 1) and self._primary is not None:
-            stale = param.grad is not None and bool(param.grad.detach().any())
-            self.facts.stale_grads.append((self.step + 1, stale))
-            del self.facts.stale_grads[:-50]
-        if self._primary is None and not self.manual_updates and self._watched_backwards < MANUAL_PROBES:
-            self._watched_backwards += 1
-            now = param.detach().flatten()[:64].clone()
-            if self._fingerprint is not None and not torch.equal(now, self._fingerprint):
-                self.manual_updates = True
-                self.facts.manual_updates += 1
-                self.event("manual_updates", "parameters change between backward passes without an optimizer: "
-                           "a step is counted per backward pass")
-            self._fingerprint = now
+        params = [p.detach() for p in model.parameters() if p.requires_grad]
+        if not params:
+            return
+        self._watched_backwards += 1
+        with torch.no_grad():
+            now = torch.stack(torch._foreach_norm(params))
+        if self._fingerprint is not None and not torch.equal(now, self._fingerprint):
+            self.manual_updates = True
+            self.facts.manual_updates += 1
+            self.event("manual_updates", "parameters change between backward passes without an optimizer: "
+                       "a step is counted per backward pass")
+        self._fingerprint = now
 
     def after_backward(self) -> None:
         """After the outermost backward, in loops that update by hand: the step's gradient norms."""
@@ -512,6 +558,23 @@ class Agent:
         if self._wants_layers():
             self._layer = ([self._param_name(p, i) for i, p in enumerate(params)], self._norms)
         self._check_gradients_finite(self._norms)
+
+    def _report_findings(self) -> None:
+        for code, text, details in self.facts.new_findings(self.step):
+            if code in ("graphs_kept", "memory_growth"):
+                details = self._find_leak_holders()
+            self.event("finding", f"{code}: {text}", details)
+
+    def _find_leak_holders(self) -> list[str]:
+        """Graphs of earlier steps are alive: name what holds them now, while the loop's frames exist."""
+        try:
+            frames, models = self.user_frames(), self.known_models()
+            found = [h for h in holders.find(frames, models, self.step + 1) if h.oldest is not None] or \
+                holders.find(frames, models, self.step + 1, any_graph=True)
+        except Exception as exc:  # the search is evidence; it must not disturb the run
+            return [f"could not search for what holds them: {type(exc).__name__}: {exc}"]
+        self.facts.leak_holders, self.facts.leak_step = found, self.step
+        return [h.text() for h in found[:3]]
 
     def current_losses(self) -> list[torch.Tensor]:
         """The losses of the step in progress (at a break, the failing one)."""
@@ -550,6 +613,8 @@ class Agent:
         """The gradients the optimizer is about to apply: their norms, and a break if not finite."""
         params = parameters_with_grad(optimizer)
         step = self.step + 1
+        if step == 1 and not self.checkpoints and self.config.break_on_nan:
+            self.checkpoints.append((0, self.take_snapshot()))  # the state before the first update
         if optimizer is self._primary() and self.model is not None and sampled(step):
             self.facts.check_gradients(step, self.model)
             self.facts.mode_checks.append((step, self.model.training))
@@ -578,10 +643,13 @@ class Agent:
         if self._primary is not None and optimizer is self._primary():
             self._finish_step(skipped=False)
 
-    def on_scaler_skipped(self, scale: float | None) -> None:
+    def on_scaler_skipped(self, optimizer: torch.optim.Optimizer, scale: float | None) -> None:
         """GradScaler.step fired no optimizer hook: it skipped the step on inf/NaN gradients."""
         if self.probes.replaying:
             return
+        if optimizer not in self.optimizers:
+            self.optimizers.append(optimizer)
+            self.facts.optimizers = len(self.optimizers)
         if self._skips_reported < 5:
             self._skips_reported += 1
             self.event("amp_skip", f"GradScaler skipped the optimizer step (inf/NaN gradients), scale {scale}")
@@ -620,14 +688,15 @@ class Agent:
             record.ready.record()
         self._losses, self._norms, self._layer, self._backward_calls = [], [], None, 0
         self._backward_since_step, self._loss_calls, self._loss_targets = 0, 0, []
+        self.facts.step_done()
         self._last_step_end = now
         if self.step % max(1, self.config.memory_every) == 0:
-            self.facts.record_memory(self.step, process_rss(), record.cuda_allocated)
+            rss, vms = process_memory()
+            self.facts.record_memory(self.step, rss, record.cuda_allocated, vms)
         self.tracing_outputs = sampled(self.step + 1)
         self._outputs.clear()
         if sampled(self.step):
-            for code, text, details in self.facts.new_findings(self.step):
-                self.event("finding", f"{code}: {text}", details)
+            self._report_findings()
         if self.client is not None:
             self.client.send_metric(record)
         self._maybe_checkpoint(record.step_seconds)
@@ -648,11 +717,13 @@ class Agent:
         self.checkpoints.append((self.step, self.take_snapshot()))
         cost = time.perf_counter() - started
         budget_steps = cost / (CHECKPOINT_BUDGET * step_seconds) if step_seconds else every
-        self._next_checkpoint = self.step + min(2 * every, max(every, math.ceil(budget_steps)))
+        self._next_checkpoint = self.step + min(8 * every, max(every, math.ceil(budget_steps)))
 
     def _wants_layers(self) -> bool:
+        """Per-layer gradient norms every ``norm_stride`` steps, and on the first (an early failure has
+        no other)."""
         stride = self.config.norm_stride
-        return stride > 0 and (self.step + 1) % stride == 0
+        return stride > 0 and (self.step == 0 or (self.step + 1) % stride == 0)
 
     def _learning_rates(self) -> list[Any]:
         return [group.get("lr") for opt in self.optimizers for group in opt.param_groups]

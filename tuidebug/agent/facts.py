@@ -32,10 +32,24 @@ LR_COLLAPSE = 1e-3
 EARLY_COLLAPSE = 1000
 PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR")
 LEAKED_STEPS = 3
+# Graphs can also pile up within one step (an evaluation loop run with gradients on, between two
+# optimizer steps): more graphs of the step in progress alive than twice what a step makes (and more
+# than LEAKED_GRAPHS) is a leak.
+LEAKED_GRAPHS = 8
+PILE_CHECK = 8
+# Memory grows when, over the second half of the readings (one every few steps, at least
+# GROWTH_SAMPLES of them), it rises by GROWTH_BYTES a step and GROWTH_TOTAL in all, in at least
+# GROWTH_RISING of the intervals: a cache that warms up and then stays flat does not; RSS noise of a
+# few MiB does not.
+GROWTH_SAMPLES = 8
+GROWTH_BYTES = 256 * 1024
+GROWTH_TOTAL = 32 * 2**20
+GROWTH_RISING = 0.75
 NO_STEP_BACKWARDS = 5
 # Graph tags kept per step: a healthy loop frees step t's graph by step t + 2 (see NOTES.md), so a
 # tag older than that still alive means something holds the graph.
 TAGGED_STEPS = 400
+TAGGED_LAYERS = 4000  # layer outputs are tagged on sampled steps only
 GRAPH_AGE = 2
 MEMORY_SAMPLES = 2048
 
@@ -127,14 +141,24 @@ class Facts:
     one_hot: dict[str, set[int]] = field(default_factory=dict)  # site -> widths, for calls without num_classes
     memory: collections.deque = field(default_factory=lambda: collections.deque(maxlen=MEMORY_SAMPLES))
     tags: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAGGED_STEPS))
+    layer_tags: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAGGED_LAYERS))
     backward_total: int = 0
+    steps: int = 0
+    tagged: int = 0
+    tags_this_step: int = 0
+    tags_per_step: int = 0
     backward_site: str | None = None
     optimizers: int = 0
     optimizer_sites: list[tuple[str, str]] = field(default_factory=list)  # (type, where it was created)
+    scheduler_sites: list[tuple[str, str]] = field(default_factory=list)  # (type, where it was created)
+    half_site: str | None = None  # where model.half() was called
     eval_sites: dict[int, str] = field(default_factory=dict)  # id(module) -> where .eval() / .train(False) was called
     target_path: str | None = None  # which tensor of the batch the loss takes as its target (``batch[1]``)
     trainable: int = 0
     epoch_length: int | None = None  # batches per epoch of the DataLoader that feeds the loop
+    leak_holders: list = field(default_factory=list)  # ``holders.Holding`` found while the run was live
+    leak_step: int | None = None
+    address_space: int | None = None  # the process's address space at the latest step boundary (or first forward)
     source_files: set[str] = field(default_factory=set)  # the user's files the sites above are in
     reported: set[str] = field(default_factory=set)
 
@@ -142,13 +166,14 @@ class Facts:
 
     def new_findings(self, step: int) -> list[tuple[str, str, list[str]]]:
         """(code, text, details) of findings not reported yet; see ``tuidebug.triage`` for what each opens."""
+        self.steps = step
         found = []
         for code, check in (("loss_broadcast", self._broadcast), ("one_hot_width", self._one_hot),
                             ("stale_grads", self._stale), ("not_in_optimizer", self._not_in_optimizer),
                             ("unregistered_modules", self._unregistered), ("no_grad_params", self._no_grad),
                             ("eval_mode", self._eval_mode), ("loss_input", self._loss_input),
                             ("no_optimizer_step", self._no_step), ("lr_schedule", lambda: self._schedule(step)),
-                            ("graphs_kept", lambda: self._graphs(step))):
+                            ("graphs_kept", lambda: self._graphs(step)), ("memory_growth", self._growth)):
             if code in self.reported:
                 continue
             result = check()
@@ -239,7 +264,7 @@ class Facts:
         return None
 
     def _no_step(self) -> str | None:
-        if self.optimizers or self.manual_updates or self.backward_total < NO_STEP_BACKWARDS:
+        if self.optimizers or self.manual_updates or self.backward_total < NO_STEP_BACKWARDS or self.steps:
             return None
         return (f"{self.backward_total} backward passes and no optimizer step (no optimizer.step() was called, "
                 "and the parameters do not change)")
@@ -247,11 +272,62 @@ class Facts:
     def _graphs(self, step: int) -> tuple[str, list[str]] | None:
         old = self.old_graphs_alive(step)
         steps = sorted({tag.step for tag in old})
-        if len(steps) < LEAKED_STEPS:
+        if len(steps) >= LEAKED_STEPS:
+            kinds = sorted({tag.what for tag in old})[:3]
+            return (f"the autograd graphs of {len(steps)} earlier steps (from step {steps[0]} on: {', '.join(kinds)}) "
+                    f"are still alive at step {step}: something keeps them across steps", [])
+        alive = self.graphs_of_step(step + 1)
+        if len(alive) > self.graph_allowance():
+            return (f"{len(alive)} model outputs and losses of the step in progress still hold their autograd graphs "
+                    f"(a step of this loop makes {self.tags_per_step or 'a few'}): something keeps them, an evaluation "
+                    "run with gradients on, or outputs collected without .detach()", [])
+        return None
+
+    def graphs_of_step(self, step: int) -> list[GraphTag]:
+        return [tag for tag in self.graphs_alive() if tag.step == step]
+
+    def step_done(self) -> None:
+        """A step ended: how many losses and model outputs a step of this loop makes."""
+        self.tags_per_step = max(self.tags_per_step, self.tags_this_step)
+        self.tags_this_step = 0
+
+    def _growth(self) -> str | None:
+        growth = self.memory_growth()
+        if growth is None:
             return None
-        kinds = sorted({tag.what for tag in old})
-        return (f"the autograd graphs of {len(steps)} earlier steps (from step {steps[0]} on: {', '.join(kinds)}) are "
-                f"still alive at step {step}: something keeps them across steps", [])
+        slope, total, steps, label = growth
+        return (f"{label} grows {slope / 2**20:.2f} MiB a step, steadily, {total / 2**20:.0f} MiB over the last "
+                f"{steps} steps: something keeps what each step makes")
+
+    def memory_growth(self) -> tuple[float, int, int, str] | None:
+        """(bytes per step, growth, steps, what was read) when memory rises steadily after warm-up: over
+        the second half of the samples, by more than GROWTH_BYTES a step and GROWTH_TOTAL in all, with
+        most readings above the one before."""
+        samples = [(step, cuda if cuda is not None else rss) for step, rss, cuda in self.memory]
+        samples = [(s, b) for s, b in samples if b is not None][len(self.memory) // 2:]
+        if len(samples) < GROWTH_SAMPLES:
+            return None
+        steps = samples[-1][0] - samples[0][0]
+        total = samples[-1][1] - samples[0][1]
+        rising = sum(b > a for (_, a), (_, b) in zip(samples, samples[1:])) / (len(samples) - 1)
+        if steps <= 0 or total < GROWTH_TOTAL or total / steps < GROWTH_BYTES or rising < GROWTH_RISING:
+            return None
+        label = "CUDA allocated memory" if self.memory[-1][2] is not None else "resident memory (CPU)"
+        return total / steps, total, steps, label
+
+    def graphs_alive(self) -> list[GraphTag]:
+        """The losses' and model outputs' graphs alive now."""
+        return [tag for ref in self.tags if (tag := ref()) is not None]
+
+    def graph_allowance(self) -> int:
+        """How many tagged graphs of one step a loop holds when nothing leaks: twice what a step makes."""
+        return max(LEAKED_GRAPHS, 2 * self.tags_per_step)
+
+    def graphs_piling_up(self, step: int) -> bool:
+        """Checked every few tags: more graphs of the step in progress alive than a step makes."""
+        self.tagged += 1
+        return self.tagged % PILE_CHECK == 0 and "graphs_kept" not in self.reported and \
+            len(self.graphs_of_step(step)) > self.graph_allowance()
 
     # --- graphs kept alive across steps ------------------------------------------------------
 
@@ -264,11 +340,16 @@ class Facts:
             node.metadata["tuidebug"] = tag
         except (AttributeError, RuntimeError):
             return
-        self.tags.append(weakref.ref(tag))
+        if what in ("loss", "model output"):
+            self.tags.append(weakref.ref(tag))
+            self.tags_this_step += 1
+        else:
+            self.layer_tags.append(weakref.ref(tag))
 
     def old_graphs_alive(self, step: int) -> list[GraphTag]:
         """Tags of graphs from steps before ``step - GRAPH_AGE`` that something still holds."""
-        return [tag for ref in self.tags if (tag := ref()) is not None and tag.step < step - GRAPH_AGE]
+        return [tag for ref in (*self.tags, *self.layer_tags)
+                if (tag := ref()) is not None and tag.step < step - GRAPH_AGE]
 
     # --- the model and its optimizer -----------------------------------------------------------
 
@@ -329,8 +410,10 @@ class Facts:
 
     # --- memory -----------------------------------------------------------------------------
 
-    def record_memory(self, step: int, rss: int | None, cuda: int | None) -> None:
+    def record_memory(self, step: int, rss: int | None, cuda: int | None, vms: int | None = None) -> None:
         self.memory.append((step, rss, cuda))
+        if vms is not None:
+            self.address_space = vms
 
 
 def unregistered_modules(model: torch.nn.Module) -> list[str]:

@@ -186,7 +186,7 @@ def _install_grad_scaler_hooks(agent: Agent) -> Callable[[], None]:
             agent.optimizer_stepped_since()
             result = original(self, optimizer, *args, **kwargs)
             if self.is_enabled() and not agent.optimizer_stepped_since():
-                agent.on_scaler_skipped(_current_scale(self))
+                agent.on_scaler_skipped(optimizer, _current_scale(self))
             return result
         return step
 
@@ -208,7 +208,15 @@ def _install_state_hooks(agent: Agent) -> Callable[[], None]:
             original(self, *args, **kwargs)
             if agent.active():
                 agent.on_stateful(self)
+                agent.on_scheduler_created(self)
         return init
+
+    def wrap_half(original: Callable) -> Callable:
+        def half(self: torch.nn.Module) -> torch.nn.Module:
+            if agent.active():
+                agent.on_half(self)
+            return original(self)
+        return half
 
     def wrap_step(original: Callable) -> Callable:
         def step(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -244,7 +252,8 @@ def _install_state_hooks(agent: Agent) -> Callable[[], None]:
     scheduler = torch.optim.lr_scheduler.LRScheduler
     return _undo_all(_replace(scheduler, "__init__", wrap_init), _replace(scheduler, "step", wrap_step),
                      _replace(torch.optim.Optimizer, "__init__", wrap_optimizer_init),
-                     _replace(torch.nn.Module, "train", wrap_train), _replace(torch, "save", wrap_save))
+                     _replace(torch.nn.Module, "train", wrap_train), _replace(torch.nn.Module, "half", wrap_half),
+                     _replace(torch, "save", wrap_save))
 
 
 def _install_warning_hook(agent: Agent) -> Callable[[], None]:

@@ -18,9 +18,10 @@ from tuidebug.protocol import Device, Memory
 _PROCESS = psutil.Process()
 
 
-def process_rss() -> int:
-    """This process's resident memory in bytes (about 10 us: read every few steps, not every one)."""
-    return _PROCESS.memory_info().rss
+def process_memory() -> tuple[int, int]:
+    """This process's resident memory and address space in bytes (about 10 us: read every few steps)."""
+    info = _PROCESS.memory_info()
+    return info.rss, info.vms
 
 
 class MemoryReader:

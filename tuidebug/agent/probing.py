@@ -27,7 +27,7 @@ import torch
 import tuidebug.probes  # noqa: F401  (the probe families register themselves on import)
 from tuidebug.agent.snapshot import Snapshot
 from tuidebug.agent.trainers import MODEL_CALL, CopyTrainer, ReplayTrainer, StepAdjuster
-from tuidebug.probe_api import PROBES, Adjust, Iteration, NoPipeline, ProbeContext, ProbeOutcome
+from tuidebug.probe_api import ON_TRAINING_THREAD, PROBES, Adjust, Iteration, NoPipeline, ProbeContext, ProbeOutcome
 from tuidebug.protocol import Command, ProbeProgress, ProbeResult
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ class ProbeRuntime:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.replaying = False
+        self.inline = False  # a probe runs on the training thread itself
         self.active: ProbeContext | None = None
         self.snapshot: Snapshot | None = None
         self.cancel = threading.Event()
@@ -102,6 +103,13 @@ class ProbeRuntime:
             is_cancelled=self.cancel.is_set,
             deadline=time.monotonic() + float(params.get("seconds", math.inf)))
         self.active = ctx
+        if name in ON_TRAINING_THREAD:
+            self.inline = True
+            try:
+                self._run(probe, ctx)  # its _probe_done is handled by the hold this runs in
+            finally:
+                self.inline = False
+            return
         threading.Thread(target=self._run, args=(probe, ctx), name=f"tuidebug-probe-{name}", daemon=True).start()
 
     def wants_replay(self, source: int) -> bool:
@@ -190,7 +198,7 @@ class ProbeRuntime:
 
     def finish(self) -> None:
         """Control command from the probe thread: it ended; restore everything and report."""
-        ctx, self.active = self.active, None
+        self.active = None
         self.replaying, self._started, self.pending_restore = False, False, None
         if self.snapshot is not None:
             self.snapshot.restore()
@@ -246,7 +254,7 @@ class ProbeRuntime:
         if not live_loop and not self.agent.config.copy_post_mortem:
             raise NeedsLoop
         if live_loop:
-            recent = failure.recent if failure and failure.recent else list(self.agent.batches)
+            recent = self.agent.recent_batches()
             if recent and self.agent.loop_uses_loader():
                 self.source = recent[-1].source
                 return ReplayTrainer(self, recent[-1], [c.batch for c in recent if c.source == self.source])

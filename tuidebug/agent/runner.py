@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import _thread
 import builtins
+import ctypes
 import faulthandler
 import importlib.machinery
 import io
 import json
 import os
+import resource
 import runpy
 import signal
 import sys
@@ -38,6 +40,7 @@ NO_SUCH_MODULE = 2  # the code tuidebug gives for a missing script, too
 
 
 def main() -> None:
+    _spare_address_space()  # before the agent's threads exist
     config = json.loads(os.environ.pop(protocol.ENV_CONFIG))
     address = os.environ.pop(protocol.ENV_ADDRESS, "")
     token = os.environ.pop(protocol.ENV_TOKEN, "")
@@ -86,6 +89,26 @@ def _dump_stacks_on_signal(path: str | None) -> None:
         return
     _STACK_FILE.append(handle)
     faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True, chain=False)
+
+
+M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8  # glibc's mallopt parameters
+LARGE_BLOCK = 1 << 20
+
+
+def _spare_address_space() -> None:
+    """Under an address-space limit (RLIMIT_AS) the agent must not eat the room the script has: glibc
+    reserves a 64 MiB heap for each thread that allocates (the agent's own threads), and its dynamic
+    mmap threshold keeps freed large blocks in those heaps, so address space used once (by the failing
+    step, by a probe) is never given back. One heap, and blocks of 1 MiB or more mapped and unmapped."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_ARENA_MAX, 1)
+        libc.mallopt(M_MMAP_THRESHOLD, LARGE_BLOCK)
+    except (OSError, AttributeError):  # not glibc: nothing to adjust
+        pass
 
 
 def run_target(agent: Agent, target: str, args: list[str], module: bool) -> int:

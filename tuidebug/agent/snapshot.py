@@ -89,6 +89,13 @@ class Snapshot:
                 optimizer.load_state_dict(copy.deepcopy(state))
         _set_rng_state(self.rng)
 
+    def restore_schedulers(self, originals: list[Any], copies: list[Any]) -> None:
+        """Load the states saved for ``originals`` (LR schedulers) into their copies."""
+        saved = {id(obj): state for obj, state in self.stateful}
+        for original, copied in zip(originals, copies):
+            if id(original) in saved:
+                copied.load_state_dict(copy.deepcopy(saved[id(original)]))
+
 
 def _unique(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     seen: dict[int, torch.Tensor] = {}

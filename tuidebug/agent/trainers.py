@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tuidebug.agent.snapshot import Snapshot
-from tuidebug.batches import slice_batch
+from tuidebug.batches import slice_batch, tensors_in
 from tuidebug.probe_api import Adjust, Iteration, NoPipeline
 
 if TYPE_CHECKING:
@@ -54,6 +54,10 @@ class StepAdjuster:
     def after(self) -> None:
         for group, lr in zip(self.optimizer.param_groups, self._rates):
             group["lr"] = lr
+        if self._params:
+            with torch.no_grad():
+                norms = torch._foreach_norm([p.detach() for p in self._params])
+                self.result.weights_finite = bool(torch.isfinite(torch.stack(norms)).all())
         if self._before:
             with torch.no_grad():
                 moved = torch.stack([torch.linalg.vector_norm((p - b).float()) for p, b in zip(self._params, self._before)])
@@ -104,17 +108,40 @@ class ReplayTrainer:
         """Nothing to free: the runtime restores the snapshot."""
 
 
-def _copy(model: torch.nn.Module, optimizer: Any) -> tuple[torch.nn.Module, Any]:
-    """A deep copy of (model, optimizer), the links between them kept; a LightningModule is copied
-    without its Trainer (which holds the whole run)."""
+def _copy(model: torch.nn.Module, optimizer: Any, schedulers: list[Any] = ()) -> tuple[torch.nn.Module, Any, list[Any]]:
+    """A deep copy of (model, optimizer), the links between them kept. A LightningModule's copy shares
+    its Trainer (which holds the whole run, and which training_step may ask for): what the copy logs
+    goes to the real run's logger, and the snapshot restores the schedulers it may step. Tensors with
+    a graph that modules keep in their attributes (outputs collected for the epoch's end) cannot be
+    deep-copied: the copy shares them, detached."""
     trainer = model.__dict__.get("_trainer")
-    if trainer is not None:
-        model.__dict__["_trainer"] = None
-    try:
-        return copy.deepcopy((model, optimizer))
-    finally:
-        if trainer is not None:
-            model.__dict__["_trainer"] = trainer
+    copied, copied_optimizer, copied_schedulers = copy.deepcopy((model, optimizer, list(schedulers)),
+                                                                _graph_tensors_detached(model))
+    if trainer is not None:  # LightningModule.__getstate__ drops it
+        for module in copied.modules():
+            if "_trainer" in module.__dict__:
+                module.__dict__["_trainer"] = trainer
+    return copied, copied_optimizer, copied_schedulers
+
+
+def _step_schedulers(model: torch.nn.Module, optimizer: Any) -> list[Any]:
+    """The LR schedulers Lightning steps after every optimizer step (interval "step") of ``optimizer``:
+    a warm-up must go on in the copy as it does in the run."""
+    trainer = model.__dict__.get("_trainer")
+    configs = getattr(trainer, "lr_scheduler_configs", None) or []
+    return [c.scheduler for c in configs if getattr(c, "interval", "epoch") == "step"
+            and getattr(c.scheduler, "optimizer", None) is optimizer]
+
+
+def _graph_tensors_detached(model: torch.nn.Module) -> dict[int, Any]:
+    memo: dict[int, Any] = {}
+    for module in model.modules():
+        for name, value in vars(module).items():
+            if not name.startswith("_"):
+                for _, tensor in tensors_in(value):
+                    if not tensor.is_leaf:
+                        memo[id(tensor)] = tensor.detach()
+    return memo
 
 
 def _training_step_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
@@ -132,16 +159,16 @@ class CopyTrainer:
 
     def __init__(self, agent: Agent) -> None:
         observed = agent.observed
-        optimizer = agent.optimizers[0] if agent.optimizers else None
-        if observed.model is None or optimizer is None:
-            raise NoPipeline("no model and optimizer seen yet: let the script run at least one step")
         model = observed.model
+        optimizer = agent.optimizer_of(model) if model is not None else None
+        if model is None or optimizer is None:
+            raise NoPipeline("no model and optimizer seen yet: let the script run at least one step")
         lightning = agent.lightning_module()
         if lightning is not None and agent.batches:
             self.method = "copy of the LightningModule and its optimizer, trained with its own training_step"
             self._loss = _training_step_loss
             self.inputs, self.size = agent.batches[-1].batch, agent.batches[-1].size
-            self._recent = [c.batch for c in (agent.failure.recent if agent.failure else agent.batches)]
+            self._recent = [c.batch for c in agent.recent_batches()]
             model = lightning
         elif observed.watch_loss is not None and agent.batches:
             self.method = "copy of model and optimizer with the loss given to tuidebug.watch"
@@ -168,7 +195,8 @@ class CopyTrainer:
         self.criterion = observed.criterion
         self.iterations = 0
         self._originals = (model, optimizer)
-        self.model, self.optimizer = _copy(model, optimizer)
+        self._schedulers = _step_schedulers(model, optimizer) if lightning is not None else []
+        self.model, self.optimizer, self.schedulers = _copy(model, optimizer, self._schedulers)
 
     def prepare(self, examples: int | None = None) -> Any:
         return self.inputs if examples is None else slice_batch(self.inputs, examples, self.size)
@@ -179,8 +207,9 @@ class CopyTrainer:
     def reset(self, state: Snapshot) -> None:
         """Fresh copies of the real model and optimizer, loaded with ``state``."""
         model, optimizer = self._originals
-        self.model, self.optimizer = _copy(model, optimizer)
+        self.model, self.optimizer, self.schedulers = _copy(model, optimizer, self._schedulers)
         state.restore_into(model, self.model, optimizer, self.optimizer)
+        state.restore_schedulers(self._schedulers, self.schedulers)
 
     def step(self, batch: Any, adjust: Adjust | None = None) -> Iteration:
         adjust = adjust or Adjust()
@@ -199,6 +228,9 @@ class CopyTrainer:
         adjuster.before()
         self.optimizer.step()
         adjuster.after()
+        if not adjust.freeze_schedule:
+            for scheduler in self.schedulers:
+                scheduler.step()
         return result
 
     def _observed_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:

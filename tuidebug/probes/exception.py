@@ -9,7 +9,7 @@ from __future__ import annotations
 from tuidebug.probe_api import FAIL, PASS, ProbeContext, ProbeOutcome, probe
 
 
-@probe("crash.exception")
+@probe("crash.exception", on_training_thread=True)
 def exception(ctx: ProbeContext) -> ProbeOutcome:
     crash = ctx.run.crash
     if crash is None:

@@ -9,6 +9,7 @@ The trial replays the failing step with the non-finite values replaced by 0.
 from __future__ import annotations
 
 import ast
+import inspect
 import math
 import sys
 import time
@@ -53,10 +54,15 @@ def _nonfinite(batch: Any) -> list[tuple[str, str]]:
 def _column_text(bad: torch.Tensor) -> str:
     columns = bad.any(dim=0).nonzero().flatten().tolist()
     everywhere = bad.all(dim=0).nonzero().flatten().tolist()
-    text = f", column(s) {columns[:SHOWN]}"
+    text = f", in {_columns(columns)}"
     if everywhere:
-        text += f" (column(s) {everywhere[:SHOWN]} NaN/Inf in every row)"
+        text += f" ({_columns(everywhere)} NaN/Inf in every row)"
     return text
+
+
+def _columns(indices: list[int]) -> str:
+    shown = ", ".join(str(i) for i in indices[:SHOWN]) + (f" and {len(indices) - SHOWN} more" if len(indices) > SHOWN else "")
+    return f"column {shown}" if len(indices) == 1 else f"columns {shown}"
 
 
 def scan_dataset(ctx: ProbeContext, dataset: Any) -> tuple[list[str], int, str]:
@@ -107,14 +113,49 @@ def provenance(ctx: ProbeContext, dataset: Any) -> list[str]:
         if values.dim() == 2:
             text += _column_text(bad)
         lines.append(text)
+        lines += _attribute_lines(dataset, label)
         holders = names_of(data, frames)
         if not holders and main is not None:
             holders = [(name, None) for name, value in vars(main).items() if _same(value, data)]
+        if not holders and values.dim() == 2:
+            holders = _same_pattern(values, bad, frames, main)
         for name, frame in holders[:2]:
             path = frame.f_code.co_filename if frame is not None else getattr(main, "__file__", "")
             scope = {**(frame.f_globals if frame is not None else vars(main)), **(frame.f_locals if frame else {})}
             lines += _built(name, path, scope)
     return lines
+
+
+def _attribute_lines(dataset: Any, label: str) -> list[str]:
+    """Where the Dataset's class builds the attribute that holds the values (``self.readings = ...``)."""
+    if not label.startswith("dataset.") or "[" in label:
+        return []
+    try:
+        path = inspect.getsourcefile(type(dataset))
+    except TypeError:
+        return []
+    name = label.split(".", 1)[1]
+    return [f"`self.{name}` is built at {Site(path, site.line, '')}" for site in assignments(path, name)] if path else []
+
+
+def _same_pattern(values: torch.Tensor, bad: torch.Tensor, frames: list[Any], main: Any) -> list[tuple[str, Any]]:
+    """Arrays the script holds with NaN/Inf in the same columns: the data set's tensor was copied from
+    one of them (torch.tensor(array) copies), so that one's lines say where the values came from."""
+    columns = bad.any(dim=0)
+    found = []
+    scopes = [(f.f_locals, f) for f in frames] + ([(vars(main), None)] if main is not None else [])
+    for scope, frame in scopes:
+        for name, value in list(scope.items()):
+            shape = getattr(value, "shape", None)
+            if name.startswith("_") or not isinstance(shape, tuple) or len(shape) != 2 or shape[1] != values.shape[1]:
+                continue
+            try:
+                other = torch.as_tensor(value)
+            except (TypeError, ValueError, RuntimeError):
+                continue
+            if other.is_floating_point() and bool(((~torch.isfinite(other)).any(dim=0) == columns).all()):
+                found.append((name, frame))
+    return found
 
 
 def _same(value: Any, data: Any) -> bool:
@@ -164,7 +205,7 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
     in_dataset, scanned, scan_note = scan_dataset(ctx, dataset)
     origin = provenance(ctx, dataset) if in_batch or in_dataset else []
     evidence = in_batch + origin + in_dataset[:12] + [scan_note]
-    data: dict[str, Any] = {"samples": [line.split(":")[0] for line in in_dataset]}
+    data: dict[str, Any] = {"samples": [line.split(":")[0] for line in in_dataset], "definitive": True}
     if not in_batch and not in_dataset:
         return ProbeOutcome(PASS, f"no NaN/Inf in the failing batch nor in {scanned} dataset samples",
                             evidence, data=data)

@@ -11,18 +11,14 @@ still alive is held by something; the variables, containers and attributes of th
 searched for the tensors that reach such graphs, and named with the line that feeds them.
 
 Thresholds: a prediction keeps HEADROOM of the limit free; an allocation larger than the whole
-batch's activations (OVERSIZED times them) does not come from the batch; memory that grows by
-more than GROWTH_BYTES a step over the second half of the samples, and by GROWTH_TOTAL in all,
-grows (a cache that warms up and then stays flat does not).
+batch's activations (OVERSIZED times them) does not come from the batch. When memory "grows" is
+the agent's (``Facts.memory_growth``).
 """
 
 from __future__ import annotations
 
-import collections
-import gc
 import math
 import resource
-import sys
 from typing import Any
 
 import psutil
@@ -31,22 +27,16 @@ import torch
 from tuidebug.batches import batch_size_of, slice_batch
 from tuidebug.format import bytes_text
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome, probe
-from tuidebug.probes.source import assignments, calls_of
-from tuidebug.sites import Site, is_user_file
+from tuidebug.probes import holders
 
 HEADROOM = 0.1
 OVERSIZED = 1.0
-GROWTH_BYTES = 64 * 1024
-GROWTH_TOTAL = 32 * 1024 * 1024
-GRAPH_AGE = 2
-SEARCH_NODES = 5000
-MAX_DEPTH = 3
 FRACTIONS = (0.125, 0.25, 0.5)
 
 
 # --- the allocation that failed -------------------------------------------------------------
 
-@probe("oom.allocation")
+@probe("oom.allocation", on_training_thread=True)
 def allocation(ctx: ProbeContext) -> ProbeOutcome:
     crash = ctx.run.crash
     if crash is None or crash.kind != "oom":
@@ -119,16 +109,20 @@ def _leaves(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def measure(ctx: ProbeContext) -> tuple[str, list[tuple[int, int]], int] | None:
+class Unmeasured(Exception):
+    """The batch's memory could not be measured: the message says why."""
+
+
+def measure(ctx: ProbeContext) -> tuple[str, list[tuple[int, int]], int]:
     """(what is measured, [(batch, bytes)], full batch) at slices of the model's latest inputs."""
     model, inputs = ctx.run.model, ctx.run.model_inputs()
     size = batch_size_of(inputs) if inputs is not None else None
     if model is None or inputs is None or not size or size < 2:
-        return None
+        raise Unmeasured("no model call with a batch of several examples to measure")
     cuda = any(p.is_cuda for p in model.parameters())
     what = "peak CUDA memory of forward and backward" if cuda else \
         "bytes autograd saves for backward in one forward (CPU: the allocator has no peak counter)"
-    points = []
+    points, failure = [], ""
     for fraction in FRACTIONS:
         count = max(1, int(size * fraction))
         if points and points[-1][0] == count:
@@ -136,11 +130,14 @@ def measure(ctx: ProbeContext) -> tuple[str, list[tuple[int, int]], int] | None:
         part = slice_batch(inputs, count, size)
         try:
             points.append((count, _cuda_peak(model, part) if cuda else _saved_bytes(model, part)))
-        except (RuntimeError, MemoryError):
+        except (RuntimeError, MemoryError) as exc:
+            failure = f"a forward of {count} examples failed: {str(exc).splitlines()[0][:160]}"
             break
         finally:
             model.zero_grad(set_to_none=True)
-    return (what, points, size) if len(points) >= 2 else None
+    if len(points) < 2:
+        raise Unmeasured(failure if len(points) < len(FRACTIONS) else "too few batch sizes to fit")
+    return what, points, size
 
 
 def fit(points: list[tuple[int, int]]) -> tuple[float, float]:
@@ -154,7 +151,9 @@ def fit(points: list[tuple[int, int]]) -> tuple[float, float]:
 
 
 def limit_and_base(ctx: ProbeContext) -> tuple[int, int, str]:
-    """(the memory limit, what is in use now, a label) on the model's device."""
+    """(the memory limit, what is in use outside a step's activations, a label) on the model's device:
+    on a GPU the allocator's figures; on the CPU under an address-space limit, the address space at the
+    latest step boundary (or before the first forward), else the machine's available memory."""
     model = ctx.run.model
     if model is not None and any(p.is_cuda for p in model.parameters()):
         index = next(p.device for p in model.parameters()).index or 0
@@ -163,47 +162,98 @@ def limit_and_base(ctx: ProbeContext) -> tuple[int, int, str]:
     info = psutil.Process().memory_info()
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft != resource.RLIM_INFINITY:
-        return soft, info.vms, "the process's address-space limit"
+        return soft, ctx.run.facts.address_space or info.vms, "the process's address-space limit"
     return psutil.virtual_memory().available + info.rss, info.rss, "the machine's available memory"
 
 
 def _activations_at_batch(ctx: ProbeContext) -> tuple[int, float] | None:
-    measured = measure(ctx)
-    if measured is None:
+    try:
+        _, points, size = measure(ctx)
+    except Unmeasured:
         return None
-    _, points, size = measured
     a, k = fit(points)
     return size, a + k * size
 
 
-@probe("oom.batch_size")
+@probe("oom.batch_size", on_training_thread=True)
 def batch_size(ctx: ProbeContext) -> ProbeOutcome:
-    measured = measure(ctx)
-    if measured is None:
-        return ProbeOutcome(INCONCLUSIVE, "no model call with a batch of several examples to measure")
-    what, points, size = measured
+    try:
+        what, points, size = measure(ctx)
+    except Unmeasured as exc:
+        return _unmeasured(ctx, str(exc))
     a, k = fit(points)
     limit, base, label = limit_and_base(ctx)
-    budget = (1 - HEADROOM) * limit - base
-    largest = int(budget // k) if k > 0 else None
+    crashed = ctx.run.crash is not None and ctx.run.crash.kind == "oom"
     evidence = [f"measured: {what}", "points: " + ", ".join(f"batch {b}: {bytes_text(v)}" for b, v in points),
                 f"fit: {bytes_text(a)} + {bytes_text(k)} per example; at the script's batch of {size}: "
                 f"{bytes_text(a + k * size)}",
-                f"limit: {bytes_text(limit)} ({label}), in use now {bytes_text(base)}, {HEADROOM:.0%} kept free"]
+                f"limit: {bytes_text(limit)} ({label}), in use outside the step {bytes_text(base)}, "
+                f"{HEADROOM:.0%} kept free"]
+    if crashed and size and limit > base:
+        # The batch of ``size`` did not fit: a step costs at least what was left per example, whatever the
+        # measurement (which sees the forward's saved tensors, not backward's buffers) says.
+        k = max(k, (limit - base) / size)
+        evidence.append(f"the run failed at a batch of {size}: at least {bytes_text(k)} per example")
+    budget = (1 - HEADROOM) * limit - base - a
+    largest = max(0, int(budget // k)) if k > 0 else None
     data = {"points": points, "per_example": k, "batch": size, "largest": largest}
-    crashed = ctx.run.crash is not None and ctx.run.crash.kind == "oom"
     if largest is not None:
         evidence.append(f"largest batch predicted to fit: {largest}")
     if crashed and largest is not None and largest < size:
+        suggested = verify(ctx, max(1, _round_down(largest)), size, evidence)
+        data["verified"] = suggested
         return ProbeOutcome(FAIL, f"the batch of {size} does not fit: about {bytes_text(k)} per example, the largest "
                             f"batch that fits is about {max(largest, 1)}", evidence,
-                            f"use batch_size={max(1, _round_down(largest))} (keep the effective batch with gradient "
-                            f"accumulation over {math.ceil(size / max(1, _round_down(largest)))} steps)",
-                            data={**data, "cause": "batch_too_large"})
+                            f"use batch_size={suggested} (keep the effective batch with gradient accumulation over "
+                            f"{math.ceil(size / suggested)} steps)", data={**data, "cause": "batch_too_large"})
     if crashed:
         return ProbeOutcome(FAIL, f"out of memory at a batch of {size}, which the fit says should fit", evidence,
                             "reduce the batch size", data={**data, "cause": "batch_too_large"})
     return ProbeOutcome(PASS, f"the batch of {size} fits (largest predicted: {largest})", evidence, data=data)
+
+
+def _unmeasured(ctx: ProbeContext, why: str) -> ProbeOutcome:
+    """No measurement, but the run ran out of memory on a tensor that has the batch as its first
+    dimension: the batch is what does not fit; halving it is the first thing to try."""
+    crash = ctx.run.crash
+    inputs = ctx.run.model_inputs()
+    size = batch_size_of(inputs) if inputs is not None else None
+    evidence = [f"the batch's memory could not be measured: {why}"]
+    grows = crash is not None and crash.kind == "oom" and size and any(
+        text.startswith(f"({size},") for text in crash.module_inputs + [o.split(": ", 1)[-1] for o in crash.operands])
+    if not grows:
+        return ProbeOutcome(INCONCLUSIVE, evidence[0], evidence)
+    evidence.append(f"the allocation failed on a tensor whose first dimension is the batch of {size}: it grows with "
+                    "the batch")
+    return ProbeOutcome(FAIL, f"the batch of {size} does not fit: the failing allocation grows with the batch", evidence,
+                        f"use batch_size={max(1, size // 2)} or less (keep the effective batch with gradient accumulation)",
+                        data={"cause": "batch_too_large", "batch": size})
+
+
+def verify(ctx: ProbeContext, batch: int, size: int, evidence: list[str]) -> int:
+    """Run a forward and backward at the predicted batch (halving it while it fails): the batch to suggest
+    (the prediction itself when none could be verified, which the evidence says)."""
+    model, inputs = ctx.run.model, ctx.run.model_inputs()
+    predicted = batch
+    while batch >= 1:
+        try:
+            with torch.enable_grad():
+                args, kwargs = slice_batch(inputs, batch, size)
+                output = model(*args, **kwargs)
+                loss = sum(t.float().sum() for t in _leaves(output))
+                if isinstance(loss, torch.Tensor):
+                    loss.backward()
+            del output, loss
+            evidence.append(f"verified: a forward and backward at batch {batch} ran")
+            return batch
+        except (RuntimeError, MemoryError) as exc:
+            evidence.append(f"a forward and backward at batch {batch} failed too: {str(exc).splitlines()[0][:120]}")
+            batch //= 2
+        finally:
+            model.zero_grad(set_to_none=True)
+    evidence.append(f"could not verify any batch size now (the process itself is at its limit): suggesting the "
+                    f"prediction, {predicted}")
+    return predicted
 
 
 def _round_down(value: int) -> int:
@@ -213,180 +263,43 @@ def _round_down(value: int) -> int:
 
 # --- memory kept across steps ------------------------------------------------------------------
 
-def _graph_steps(tensor: torch.Tensor, before: int, memo: dict[int, int | None]) -> int | None:
-    """The oldest step tag older than ``before`` that ``tensor``'s graph reaches, or None."""
-    node = tensor.grad_fn
-    if node is None:
-        return None
-    found, todo, seen = None, [node], 0
-    while todo and seen < SEARCH_NODES:
-        node = todo.pop()
-        if node is None:
-            continue
-        key = id(node)
-        if key in memo:
-            if memo[key] is not None and (found is None or memo[key] < found):
-                found = memo[key]
-            continue
-        memo[key] = None
-        seen += 1
-        tag = node.metadata.get("tuidebug") if hasattr(node, "metadata") else None
-        if tag is not None and tag.step < before and (found is None or tag.step < found):
-            found = tag.step
-        todo.extend(next_node for next_node, _ in node.next_functions)
-    return found
-
-
-class Holder:
-    def __init__(self, name: str, value: Any, path: str | None, owner: str) -> None:
-        self.name, self.value, self.path, self.owner = name, value, path, owner
-        self.graphs: list[int] = []  # the oldest step each held tensor's graph reaches
-        self.tensors = 0
-        self.bytes = 0
-
-
-def _candidates(ctx: ProbeContext) -> list[tuple[str, Any, str | None, str]]:
-    """(name, value, source file, owner) to search: the user's frames, the script's globals, and the
-    attributes of the models and of the objects that own them (a LightningModule holding the model)."""
-    found: list[tuple[str, Any, str | None, str]] = []
-    seen_scopes: set[int] = set()
-    for frame in ctx.run.user_frames():
-        for scope, owner in ((frame.f_locals, frame.f_code.co_name), (frame.f_globals, "global")):
-            if id(scope) in seen_scopes:
-                continue
-            seen_scopes.add(id(scope))
-            found += [(name, value, frame.f_code.co_filename, owner) for name, value in list(scope.items())
-                      if not name.startswith("__")]
-    main = sys.modules.get("__main__")
-    if main is not None and id(vars(main)) not in seen_scopes:
-        found += [(name, value, getattr(main, "__file__", None), "global") for name, value in list(vars(main).items())
-                  if not name.startswith("__")]
-    for model in _models_and_owners(ctx):
-        path = getattr(sys.modules.get(type(model).__module__), "__file__", None)
-        found += [(f"self.{name}", value, path, type(model).__name__) for name, value in vars(model).items()
-                  if not name.startswith("_")]
-    return found
-
-
-def _models_and_owners(ctx: ProbeContext) -> list[Any]:
-    models = ctx.run.known_models()
-    owners = []
-    for model in models:
-        for referrer in gc.get_referrers(model):
-            holder = referrer if isinstance(referrer, torch.nn.Module) else None
-            if isinstance(referrer, dict):
-                holder = next((r for r in gc.get_referrers(referrer) if isinstance(r, torch.nn.Module)
-                               and getattr(r, "__dict__", None) is referrer), None)
-            if holder is not None and holder not in models and holder not in owners:
-                owners.append(holder)
-    return models + owners
-
-
-def _scan(holder: Holder, value: Any, step: int, memo: dict[int, int | None], depth: int, seen: set[int]) -> None:
-    if id(value) in seen or depth > MAX_DEPTH:
-        return
-    seen.add(id(value))
-    if isinstance(value, torch.Tensor):
-        holder.tensors += 1
-        holder.bytes += value.numel() * value.element_size()
-        oldest = _graph_steps(value, step - GRAPH_AGE, memo)
-        if oldest is not None:
-            holder.graphs.append(oldest)
-        return
-    if isinstance(value, torch.nn.Module) or isinstance(value, (type, type(sys))) or callable(value):
-        return
-    if isinstance(value, dict):
-        items = list(value.values())
-    elif isinstance(value, (list, tuple, collections.deque, set)):
-        items = list(value)
-    else:
-        return
-    for item in items[:64] + items[-64:] if len(items) > 128 else items:
-        _scan(holder, item, step, memo, depth + 1, seen)
-
-
-def find_holders(ctx: ProbeContext, step: int) -> list[Holder]:
-    memo: dict[int, int | None] = {}
-    holders = []
-    for name, value, path, owner in _candidates(ctx):
-        holder = Holder(name, value, path, owner)
-        _scan(holder, value, step, memo, 0, set())
-        if holder.graphs or (holder.tensors >= 8 and isinstance(value, (list, dict, collections.deque))):
-            holders.append(holder)
-    holders.sort(key=lambda h: (-len(h.graphs), -h.bytes))
-    return holders
-
-
-def where_fed(holder: Holder) -> Site | None:
-    """The line that feeds the holder: an augmented assignment, an append, a plain assignment."""
-    if not holder.path or not is_user_file(holder.path):
-        return None
-    name = holder.name.split(".")[-1]
-    for method in ("append", "extend", "insert", "appendleft"):
-        calls = calls_of(holder.path, name, method)
-        if calls:
-            return calls[-1]
-    lines = assignments(holder.path, name)
-    return lines[-1] if lines else None
-
-
-def memory_trend(ctx: ProbeContext) -> tuple[float, int, str] | None:
-    """(bytes per step over the second half of the samples, growth in all, what was read)."""
-    samples = [(step, cuda if cuda is not None else rss) for step, rss, cuda in ctx.run.facts.memory]
-    samples = [(s, b) for s, b in samples if b is not None]
-    if len(samples) < 8:
-        return None
-    half = samples[len(samples) // 2:]
-    steps = half[-1][0] - half[0][0]
-    if steps <= 0:
-        return None
-    slope = (half[-1][1] - half[0][1]) / steps
-    label = "CUDA allocated" if ctx.run.facts.memory[-1][2] is not None else "RSS"
-    return slope, samples[-1][1] - samples[0][1], label
-
-
-@probe("oom.leak")
+@probe("oom.leak", on_training_thread=True)
 def leak(ctx: ProbeContext) -> ProbeOutcome:
     facts = ctx.run.facts
     step = max([s.step for s in ctx.history] + [0]) + 1
     alive = facts.old_graphs_alive(step)
-    trend = memory_trend(ctx)
+    growth = facts.memory_growth()
     evidence = []
-    if trend is not None:
-        slope, total, label = trend
-        evidence.append(f"{label}: {bytes_text(slope)} per step over the second half of the run, "
-                        f"{bytes_text(total)} in all")
+    if growth is not None:
+        slope, total, steps, label = growth
+        evidence.append(f"{label}: {bytes_text(slope)} per step over the last {steps} steps, {bytes_text(total)} in all")
     old_steps = sorted({tag.step for tag in alive})
     evidence.append(f"autograd graphs of {len(old_steps)} earlier step(s) still alive at step {step}"
                     + (f" (steps {old_steps[0]}..{old_steps[-1]})" if old_steps else ""))
-    holders = find_holders(ctx, step)
-    graph_holders = [h for h in holders if h.graphs]
-    for holder in holders[:4]:
-        site = where_fed(holder)
-        kind = type(holder.value).__name__
-        evidence.append(f"`{holder.name}` ({kind} in {holder.owner}) holds {holder.tensors} tensor(s), "
-                        f"{bytes_text(holder.bytes)}" + (f", graphs back to step {min(holder.graphs)}" if holder.graphs else "")
-                        + (f"; fed at {site}" if site else ""))
-    if graph_holders or len(old_steps) >= 3:
-        if graph_holders:
-            holder = graph_holders[0]
-            site = where_fed(holder)
-            where = f" at {site.short}" if site else ""
-            summary = (f"`{holder.name}`{where} keeps the autograd graph of every step alive "
-                       f"({len(set(holder.graphs)) or len(old_steps)} step(s) so far): memory grows until it runs out")
-            fix = _leak_fix(holder, site)
+    found = holders.find(ctx.run.user_frames(), ctx.run.known_models(), step) or list(facts.leak_holders)
+    if facts.leak_holders and found is not facts.leak_holders:
+        evidence.append(f"seen while the run was live (step {facts.leak_step}): "
+                        + "; ".join(h.text() for h in facts.leak_holders[:3]))
+    evidence += [h.text() for h in found[:4]]
+    keeping = [h for h in found if h.oldest is not None] or [h for h in facts.leak_holders if h.oldest is not None]
+    if keeping or len(old_steps) >= 3 or "graphs_kept" in facts.reported:
+        if keeping:
+            holder = keeping[0]
+            where = f" at {holder.line.split(' ', 1)[0]}" if holder.line else ""
+            summary = (f"`{holder.name}`{where} keeps the autograd graph of every step alive: memory grows until it "
+                       "runs out")
+            fix = _leak_fix(holder)
         else:
-            summary = f"the autograd graphs of {len(old_steps)} earlier steps stay alive: memory grows every step"
+            summary = "the autograd graphs of earlier steps stay alive: memory grows every step"
             fix = ("keep numbers, not graphs, across steps: accumulate loss.item() (or loss.detach()), "
                    "store outputs.detach(), and evaluate under torch.no_grad()")
         return ProbeOutcome(FAIL, summary, evidence, fix, data={"cause": "memory_leak"})
-    growing = trend is not None and trend[0] > GROWTH_BYTES and trend[1] > GROWTH_TOTAL
-    if growing:
-        holder = holders[0] if holders else None
-        site = where_fed(holder) if holder else None
-        summary = (f"memory grows {bytes_text(trend[0])} a step" +
-                   (f": `{holder.name}` holds {holder.tensors} tensors ({bytes_text(holder.bytes)})" if holder else "")
-                   + (f", fed at {site.short}" if site else ""))
+    if growth is not None or "memory_growth" in facts.reported:
+        holder = found[0] if found else None
+        per_step = f" {bytes_text(growth[0])}" if growth else ""
+        summary = f"memory grows{per_step} a step" + (
+            f": `{holder.name}` holds {holder.tensors} tensors ({bytes_text(holder.bytes)})"
+            + (f", fed at {holder.line.split(' ', 1)[0]}" if holder.line else "") if holder else "")
         return ProbeOutcome(FAIL, summary, evidence,
                             f"bound `{holder.name}` (keep a running summary, or only the last N entries)" if holder else
                             "find what keeps growing: a list or cache filled every step",
@@ -394,10 +307,9 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
     return ProbeOutcome(PASS, "no memory kept across steps", evidence)
 
 
-def _leak_fix(holder: Holder, site: Site | None) -> str:
-    line = f" at {site.short} (`{site.text}`)" if site else ""
-    name = holder.name
-    if isinstance(holder.value, torch.Tensor):
-        return f"accumulate a number, not the graph{line}: {name} += loss.item() (or loss.detach())"
-    return (f"store detached values{line}: {name}.append(x.detach()) (or x.item()), and run evaluation under "
-            "torch.no_grad()")
+def _leak_fix(holder: holders.Holding) -> str:
+    line = f" at {holder.line}" if holder.line else ""
+    if holder.kind == "Tensor":
+        return f"accumulate a number, not the graph{line}: {holder.name} += loss.item() (or loss.detach())"
+    return (f"store detached values{line}: {holder.name}.append(x.detach()) (or x.item()), and run evaluation "
+            "under torch.no_grad()")

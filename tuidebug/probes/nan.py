@@ -24,7 +24,9 @@ from typing import Any
 
 import torch
 
+from tuidebug.batches import tensors_in
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, ProbeContext, ProbeOutcome, probe
+from tuidebug.probes.inputs import data_tensors
 from tuidebug.probes.trials import Start, finite, median, run_trial, start_point
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
@@ -35,6 +37,7 @@ SPIKE = 100.0
 GRAD_PER_LOSS = 1e3
 LR_DECADES = 6
 FLOAT16_MAX = 65504.0
+OUTLIER = 1000.0  # a batch value this many times the recent batches' typical largest is a glitch
 
 
 # --- history --------------------------------------------------------------------------------
@@ -54,6 +57,11 @@ def loss_diverging(losses: list[float]) -> bool:
 def history(ctx: ProbeContext) -> tuple[list[float], list[float]]:
     steps = ctx.history
     return finite([s.loss for s in steps]), [s.grad_norm for s in steps if s.grad_norm is not None]
+
+
+def rate_sites(ctx: ProbeContext) -> list[str]:
+    """Where the optimizer (and so its rate) was made: the line to change."""
+    return [f"the {kind} optimizer is created at {site}" for kind, site in ctx.run.facts.optimizer_sites[-2:]]
 
 
 def learning_rates(ctx: ProbeContext) -> list[float]:
@@ -86,9 +94,16 @@ def current_grad_norm(ctx: ProbeContext) -> float | None:
     return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])))
 
 
-def _last_loss(ctx: ProbeContext) -> float | None:
+def _last_finite_step(ctx: ProbeContext, current: float | None) -> tuple[float | None, float | None]:
+    """The gradient norm and loss of the last step where both were finite (the failing step's own
+    gradient may already be infinite), else the gradients at the break."""
+    for step in reversed(ctx.history):
+        if step.grad_norm is not None and step.loss is not None and math.isfinite(step.grad_norm) \
+                and math.isfinite(step.loss):
+            return step.grad_norm, step.loss
     losses = finite([s.loss for s in ctx.history])
-    return losses[-1] if losses else None
+    usable = current is not None and math.isfinite(current)
+    return (current if usable else None), (losses[-1] if losses else None)
 
 
 # --- learning rate --------------------------------------------------------------------------
@@ -119,7 +134,7 @@ def learning_rate(ctx: ProbeContext) -> ProbeOutcome:
         scale = 10.0 ** -exponent
         trial = run_trial(ctx, start, Adjust(lr_scale=scale))
         evidence.append(f"... at lr x{scale:g} ({', '.join(f'{r * scale:.3g}' for r in rates)}): {trial.describe()}")
-        if trial.learns:
+        if trial.holds:
             stable = scale
             break
         if not trial.blew_up and finite_only is None:
@@ -127,13 +142,13 @@ def learning_rate(ctx: ProbeContext) -> ProbeOutcome:
         if ctx.cancelled() or ctx.time_left() <= 0:
             evidence.append("the search stopped here: the check's time ran out")
             break
-    climbed = _climbed(base)
-    evidence.append(f"in the replay as written the loss {'climbs' if climbed else 'does not climb'} before it "
-                    f"goes non-finite")
+    evidence += schedule_lines(ctx)
     data = {"rates": rates, "stable_scale": stable, "reproduced": base.blew_up,
             "confirmed": base.blew_up and stable is not None}
-    if base.blew_up and stable is not None and (diverging or large or climbed):
+    if base.blew_up and stable is not None:
         new = ", ".join(f"{r * stable:.3g}" for r in rates)
+        data["fixed_loss"] = run_trial(ctx, start, Adjust(lr_scale=stable)).final
+        evidence += rate_sites(ctx)
         return ProbeOutcome(
             FAIL, f"learning rate too high: lr {shown} {base.describe().split(',')[0]}; {new} keeps the loss falling "
             f"over {len(run_trial(ctx, start, Adjust(lr_scale=stable)).losses)} steps", evidence,
@@ -145,21 +160,62 @@ def learning_rate(ctx: ProbeContext) -> ProbeOutcome:
     if base.blew_up and finite_only is not None:
         evidence.append(f"at lr x{finite_only:g} the run stays finite but the loss does not fall in the replay")
     data["confirmed"] = False
-    why = ": no lower rate both stays finite and learns" if stable is None else (
-        f": a lower rate (x{stable:g}) also avoids the NaN, but the loss did not climb before it and the steps were "
-        "of normal size: the NaN comes suddenly, not from the rate")
-    return ProbeOutcome(PASS, "the learning rate is not the cause" + ("" if not base.blew_up else why),
-                        evidence, data=data)
+    why = ": no lower rate both stays finite and learns" if base.blew_up else \
+        ": the replay at the script's own rate does not fail"
+    return ProbeOutcome(PASS, "the learning rate is not the cause" + why, evidence, data=data)
 
 
-def _climbed(trial: Any) -> bool:
-    """The loss rose DIVERGENCE-fold above where the replay started before it went non-finite: the
-    climb a rate that is too high makes (an unsafe op gives a NaN from a loss that was fine)."""
-    values = finite(trial.losses)
-    return len(values) >= 2 and max(values) > DIVERGENCE * max(abs(values[0]), 1e-12)
+def schedule_lines(ctx: ProbeContext) -> list[str]:
+    """The schedules that set the rate, and how far they took it over the run (a warm-up's peak)."""
+    rates = [(s.step, s.lrs[0]) for s in ctx.history if s.lrs]
+    lines = [f"the {kind} schedule is created at {site}" for kind, site in ctx.run.facts.scheduler_sites[-2:]]
+    for calls in ctx.run.facts.schedulers.values():
+        line = f"{calls.kind} stepped {calls.calls} times, at {calls.site}"
+        if rates:
+            low, high = min(r for _, r in rates), max(r for _, r in rates)
+            line += f": the rate went from {rates[0][1]:.3g} to {rates[-1][1]:.3g} (peak {high:.3g}, lowest {low:.3g})"
+        lines.append(line)
+    return lines
 
 
 # --- exploding gradients --------------------------------------------------------------------
+
+def outlier_batch(ctx: ProbeContext) -> list[str]:
+    """A batch of the steps before the failure whose values are far outside the others' (a glitched
+    target, a corrupt record): the rare batch a gradient spike comes from."""
+    batches = ctx.run.recent_batches()
+    if len(batches) < 3:
+        return []
+    peaks: dict[str, list[tuple[float, int]]] = {}
+    for captured in batches:
+        for path, tensor in tensors_in(captured.batch):
+            if tensor.is_floating_point() or tensor.dtype in (torch.int32, torch.int64):
+                values = tensor.detach().float()
+                finite_values = values[torch.isfinite(values)]
+                if finite_values.numel():
+                    peaks.setdefault(path, []).append((float(finite_values.abs().max()), captured.step))
+    lines = []
+    for path, found in peaks.items():
+        typical = median([value for value, _ in found])
+        value, step = max(found)
+        if typical and value > OUTLIER * typical:
+            lines.append(f"the batch of step {step} holds an outlier: {path} reaches {value:.4g}, where the other "
+                         f"batches stay near {typical:.3g} (a corrupt record or a glitched label)"
+                         + _in_dataset(ctx, value))
+    return lines
+
+
+def _in_dataset(ctx: ProbeContext, value: float) -> str:
+    """Which of the dataset's tensors, and which samples, hold the outlier value."""
+    for label, data in data_tensors(ctx.run.dataset()):
+        values = torch.as_tensor(data).detach().float()
+        if values.dim() == 0 or not values.numel():
+            continue
+        rows = (values.abs() >= 0.99 * value).reshape(values.shape[0], -1).any(dim=1).nonzero().flatten().tolist()
+        if rows:
+            return f"; in the data set: {label}, sample(s) {rows[:8]}"
+    return ""
+
 
 def suggested_clip(norms: list[float]) -> float | None:
     healthy = sorted(finite(healthy_half(norms)))
@@ -180,11 +236,22 @@ def fastest_growing_layer(ctx: ProbeContext) -> str | None:
 
 
 def largest_gradient_layer(ctx: ProbeContext) -> str | None:
+    """The parameter with the largest gradient (now, or at the last step that recorded them), with the
+    type of the layer that holds it."""
     model = ctx.run.model
     if model is None:
         return None
     norms = {n: float(p.grad.detach().float().norm()) for n, p in model.named_parameters() if p.grad is not None}
-    return max(norms, key=lambda n: norms[n] if math.isfinite(norms[n]) else math.inf) if norms else None
+    if not norms:
+        norms = next((dict(s.layer_norms) for s in reversed(ctx.history) if s.layer_norms), {})
+    if not norms:
+        return None
+    name = max(norms, key=lambda n: norms[n] if math.isfinite(norms[n]) else math.inf)
+    try:
+        owner = model.get_submodule(name.rpartition(".")[0]) if "." in name else model
+    except AttributeError:
+        return name
+    return f"{name} ({type(owner).__name__})"
 
 
 @probe("nan.grad_explosion")
@@ -206,17 +273,18 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
         data["spike"] = spike if math.isfinite(spike) else None
         layer = fastest_growing_layer(ctx)
     else:
-        loss = _last_loss(ctx)
-        if current is None or loss is None:
-            return ProbeOutcome(INCONCLUSIVE, "no gradient or loss to judge at the failing step", evidence)
-        per_loss = current / max(abs(loss), 1e-8) if math.isfinite(current) else math.inf
+        norm, loss = _last_finite_step(ctx, current)
+        if norm is None or loss is None:
+            return ProbeOutcome(INCONCLUSIVE, "no finite gradient and loss to judge before the failure", evidence)
+        per_loss = norm / max(abs(loss), 1e-8)
         exploding = per_loss >= GRAD_PER_LOSS
         clip = 1.0
         evidence.append(f"the failure comes at step {len(losses) + 1}, before a gradient history: gradient norm "
-                        f"{current:.4g} for a loss of {loss:.4g} ({per_loss:.3g}x the loss)")
+                        f"{norm:.4g} for a loss of {loss:.4g} ({per_loss:.3g}x the loss)")
         layer = largest_gradient_layer(ctx)
     if layer:
         evidence.append(f"layer with the {'fastest-growing' if healthy is not None else 'largest'} gradient: {layer}")
+    evidence += outlier_batch(ctx)
     data["clip"] = clip
     if clip is not None:
         start = start_point(ctx)
@@ -224,13 +292,17 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
         clipped = run_trial(ctx, start, Adjust(clip=clip))
         evidence += [f"replay from {start.label}: {base.describe()}",
                      f"... with clip_grad_norm_ at {clip:g}: {clipped.describe()}"]
-        data["confirmed"] = base.blew_up and not clipped.blew_up
-        if exploding and base.blew_up and clipped.blew_up:
+        data["confirmed"] = base.blew_up and clipped.holds
+        data["fixed_loss"] = clipped.final if clipped.holds else None
+        if exploding and base.blew_up and not clipped.holds:
             exploding = False
-            evidence.append("clipping does not keep the replay finite: the gradients are not what breaks the run")
+            evidence.append("clipping does not keep the replay finite and learning: the gradients are not what "
+                            "breaks the run")
     if exploding:
-        fix = (f"clip the gradient norm between backward() and step(): "
-               f"torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={clip:g})")
+        after = ctx.run.facts.backward_site
+        fix = ("clip the gradient norm between backward() and step()"
+               + (f" (after {after})" if after else "")
+               + f": torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={clip:g})")
         where = f" ({layer})" if layer else ""
         return ProbeOutcome(FAIL, f"exploding gradients{where}: " + (
             f"the norm jumped {data['spike'] or math.inf:.3g}x over its healthy median while the loss was stable"
@@ -239,6 +311,23 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
 
 
 # --- float16 overflow -----------------------------------------------------------------------
+
+def _update_overflow(ctx: ProbeContext) -> str | None:
+    """Replay the steps before the failure: the first whose optimizer step left non-finite weights
+    although its gradients were finite (float16 arithmetic inside the update)."""
+    start = start_point(ctx)
+    trainer = ctx.trainer
+    batches = trainer.recent_batches() or [trainer.prepare()]
+    trainer.reset(start.snapshot)
+    for index in range(start.steps_before + 1):
+        result = trainer.step(batches[(len(batches) - start.steps_before + index) % len(batches)], Adjust())
+        if result.grads_finite and not result.weights_finite:
+            return (f"replayed from {start.label}: at replayed step {index + 1} the gradients were finite (norm "
+                    f"{result.grad_norm:.3g}) and the weights were not, after the optimizer's update")
+        if not result.grads_finite or ctx.time_left() <= 0:
+            return None
+    return None
+
 
 class Overflow(OpWatch):
     """The first half-precision op whose output is not finite while its inputs are."""
@@ -287,10 +376,21 @@ def precision(ctx: ProbeContext) -> ProbeOutcome:
     trainer.reset(ctx.break_state)
     trainer.step(trainer.prepare(), Adjust(mode=lambda: watch))
     evidence = [f"{len(half_params)} float16 parameter tensor(s)" + (f" (e.g. {half_params[0]})" if half_params else "")]
+    if ctx.run.facts.half_site:
+        evidence.append(f"the model is put in float16 by .half() at {ctx.run.facts.half_site}")
     if not watch.half and not half_params:
         return ProbeOutcome(PASS, "no half-precision tensor in the failing step", evidence)
     scaler = ctx.run.uses_grad_scaler()
     evidence.append("a GradScaler is in use" if scaler else "no GradScaler")
+    if watch.first is None and half_params:
+        overflow = _update_overflow(ctx)
+        if overflow is not None:
+            evidence.append(overflow)
+            return ProbeOutcome(
+                FAIL, "float16 overflow in the optimizer's update: float16 weights became inf from finite gradients",
+                evidence, "keep the model and the optimizer in float32 (drop model.half()) and train under "
+                "torch.autocast(device_type, dtype=torch.float16) with a torch.amp.GradScaler, or use bfloat16 "
+                "(float16 rounds Adam's eps=1e-8 to 0)", data={"confirmed": None})
     if watch.first is None:
         return ProbeOutcome(PASS, "float16 is used, but no float16 op overflowed in the failing step", evidence)
     name, site, detail = watch.first
@@ -303,5 +403,6 @@ def precision(ctx: ProbeContext) -> ProbeOutcome:
         FAIL, f"float16 overflow: {name} at {site.short} goes past {FLOAT16_MAX:g}", evidence,
         "keep the model in float32 (no model.half()) and train under torch.autocast(device_type, dtype=torch.float16) "
         "with a torch.amp.GradScaler, or use bfloat16",
-        data={"confirmed": as_is.blew_up and not in_float32.blew_up})
+        data={"confirmed": as_is.blew_up and in_float32.holds,
+              "fixed_loss": in_float32.final if in_float32.holds else None})
 

@@ -29,7 +29,7 @@ def shape_text(shape: Any) -> str:
     return "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
 
 
-@probe("shape.operands")
+@probe("shape.operands", on_training_thread=True)
 def operands(ctx: ProbeContext) -> ProbeOutcome:
     crash = ctx.run.crash
     if crash is not None and crash.kind == "shape":
@@ -90,7 +90,7 @@ class Folds(OpWatch):
         return self.fold is not None
 
 
-@probe("shape.trace")
+@probe("shape.trace", on_training_thread=True)
 def trace(ctx: ProbeContext) -> ProbeOutcome:
     model, inputs = ctx.run.model, ctx.run.model_inputs()
     if model is None or inputs is None:

@@ -93,6 +93,25 @@ def assignments(path: str, name: str) -> list[Site]:
     return sorted(set(lines), key=lambda site: site.line)
 
 
+def accumulations(path: str, name: str) -> list[Site]:
+    """The lines of ``path`` that add to ``name``: ``x += ...`` or ``x = x + ...`` (and on ``self.x``)."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+
+    def named(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute) and node.attr == name)
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AugAssign) and named(node.target):
+            lines.append(Site(path, node.lineno, ""))
+        elif isinstance(node, ast.Assign) and any(named(t) for t in node.targets) and isinstance(node.value, ast.BinOp) \
+                and any(named(n) for n in ast.walk(node.value)):
+            lines.append(Site(path, node.lineno, ""))
+    return sorted(set(lines), key=lambda site: site.line)
+
+
 def calls_of(path: str, owner: str, method: str) -> list[Site]:
     """The lines of ``path`` that call ``owner.method(...)`` (``outputs.append``)."""
     tree = _tree(path)

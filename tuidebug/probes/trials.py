@@ -8,7 +8,8 @@ not only that the NaN is gone but whether the loss then falls. The thresholds:
 - a trial "blew up" when a value went non-finite, or its loss climbed over GROWTH times its lowest:
   the NaN on its way;
 - it "learns" when its loss ends below LEARNS of where it started (medians of the first and last
-  quarters, so that one noisy batch decides nothing).
+  quarters, so that one noisy batch decides nothing), and "holds" when it ends no higher: a run that
+  had converged before its failure only holds, and that is what a fix must give back.
 """
 
 from __future__ import annotations
@@ -52,18 +53,36 @@ class Trial:
 
     @property
     def learns(self) -> bool:
+        """Finite, and the loss falls: the median of its last quarter is below LEARNS of its first."""
+        return self._quarters(LEARNS)
+
+    @property
+    def holds(self) -> bool:
+        """Finite, and the loss does not rise (a run that had converged before a spike holds its level):
+        what a change that fixes a NaN must at least give."""
+        return self._quarters(1.0)
+
+    def _quarters(self, ratio: float) -> bool:
         values = finite(self.losses)
         if self.blew_up or len(values) < 4:
             return False
         quarter = max(2, len(values) // 4)
-        return statistics.median(values[-quarter:]) < LEARNS * statistics.median(values[:quarter])
+        return statistics.median(values[-quarter:]) <= ratio * statistics.median(values[:quarter])
+
+    @property
+    def final(self) -> float | None:
+        """The median loss of the trial's last quarter: how far its change let the loss go."""
+        values = finite(self.losses)
+        if not self.holds:
+            return None
+        return statistics.median(values[-max(2, len(values) // 4):])
 
     def describe(self) -> str:
         if not self.finite:
             return f"non-finite at replayed step {self.first_nonfinite}"
         if not self.losses:
             return "no loss"
-        trend = "diverging" if self.blew_up else "falling" if self.learns else "not falling"
+        trend = "diverging" if self.blew_up else "falling" if self.learns else "holding" if self.holds else "rising"
         return f"finite for {len(self.losses)} steps, loss {self.losses[0]:.4g} -> {self.losses[-1]:.4g} ({trend})"
 
 
@@ -109,6 +128,28 @@ def _replay(ctx: ProbeContext, start: Start, adjust: Adjust, steps: int) -> Tria
             trial.first_nonfinite = index + 1
             break
     return trial
+
+
+RUN_STEPS = 12
+
+
+def run_trend(ctx: ProbeContext) -> tuple[float, float, int] | None:
+    """(the median loss of the run's first quarter, of its last quarter, steps); a second run of the
+    script, which has seen only its first steps, is handed the first run's (``params["run_trend"]``)."""
+    given = ctx.params.get("run_trend")
+    if given:
+        return float(given[0]), float(given[1]), int(given[2])
+    losses = finite([s.loss for s in ctx.history])
+    if len(losses) < RUN_STEPS:
+        return None
+    quarter = max(3, len(losses) // 4)
+    return statistics.median(losses[:quarter]), statistics.median(losses[-quarter:]), len(losses)
+
+
+def run_learns(ctx: ProbeContext, falls: float) -> bool:
+    """The run's own loss ends below ``falls`` of where it started, over enough steps to tell."""
+    trend = run_trend(ctx)
+    return trend is not None and trend[2] >= RUN_STEPS and 0 < trend[0] and trend[1] < falls * trend[0]
 
 
 def finite(values: list[float | None]) -> list[float]:

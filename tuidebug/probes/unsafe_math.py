@@ -12,7 +12,6 @@ run finite and the loss falling.
 
 from __future__ import annotations
 
-import math
 import re
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, ProbeContext, ProbeOutcome, probe
-from tuidebug.probes.trials import Start, run_trial, start_point
+from tuidebug.probes.trials import run_trial, start_point
 from tuidebug.probes.watch import OpWatch, caller_site, op_name, tensors_of
 from tuidebug.sites import Site, is_user_file
 
@@ -325,7 +324,8 @@ def unsafe_math(ctx: ProbeContext) -> ProbeOutcome:
     fixed = run_trial(ctx, start, Adjust(mode=lambda: safe))
     evidence += [f"replay from {start.label} as written: {as_written.describe()}",
                  f"... with {culprit.kind} made safe at {culprit.site.short}: {fixed.describe()}"]
-    data["confirmed"] = as_written.blew_up and not fixed.blew_up
+    data["confirmed"] = as_written.blew_up and fixed.holds
+    data["fixed_loss"] = fixed.final if fixed.holds else None
     where = "backward" if culprit.backward else "forward"
     summary = (f"unsafe math: {display_name(culprit.op)} at {culprit.site.short} gives a non-finite value in {where}"
                + (f" ({culprit.detail.split('; ')[-1]})" if culprit.backward else ""))

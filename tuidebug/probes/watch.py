@@ -7,13 +7,14 @@ iteration's forward and loss run (``Adjust(mode=...)``).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tuidebug.sites import Site, is_tuidebug_file, is_user_file
+from tuidebug.sites import Site, is_user_file
 
 MAX_CALLS = 20_000  # a watch stops looking after this many calls: a replayed step is bounded
 
@@ -28,19 +29,18 @@ def op_name(func: Any) -> str:
 
 
 def caller_site() -> Site | None:
-    """The user's frame that made the current torch call (None when torch or tuidebug made it)."""
+    """The user's frame that made the current torch call: the first frame outside torch, if it is the
+    user's (None when tuidebug, or another library, made it)."""
     frame = sys._getframe(2)
-    while frame is not None:
-        path = frame.f_code.co_filename
-        if is_user_file(path):
-            return Site(path, frame.f_lineno, frame.f_code.co_name)
-        if not (path.startswith(_TORCH) or is_tuidebug_file(path)):
-            return None
+    while frame is not None and frame.f_code.co_filename.startswith(_TRANSPARENT):
         frame = frame.f_back
-    return None
+    if frame is None or not is_user_file(frame.f_code.co_filename):
+        return None
+    return Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
 
 
-_TORCH = torch.__file__.rsplit("/", 1)[0]
+# torch's own frames, and the agent's thin wrappers around torch functions, stand between a call and its caller
+_TRANSPARENT = (os.path.dirname(torch.__file__) + os.sep, os.path.join(os.path.dirname(os.path.dirname(__file__)), "agent", "hooks.py"))
 
 
 def tensors_of(values: Any) -> list[torch.Tensor]:

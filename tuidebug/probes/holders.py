@@ -1,0 +1,178 @@
+"""What keeps tensors of earlier steps alive: the variables, containers and attributes that hold them.
+
+Every loss and model output carries a tag (``GraphTag``) in its autograd graph's root; a graph from
+more than GRAPH_AGE steps ago that is still alive is held by something. The search walks what the
+user's code can reach: the locals of the training thread's frames, the script's globals, the
+attributes of the models and of the objects that own them (a LightningModule, a Trainer), down to
+MAX_DEPTH containers, and names each holder with the line that feeds it (``total_loss += loss``,
+``outputs.append(out)``). The result is plain strings and counts: nothing it returns keeps memory.
+"""
+
+from __future__ import annotations
+
+import collections
+import gc
+import sys
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import torch
+
+from tuidebug.probes.source import accumulations, assignments, calls_of
+from tuidebug.sites import Site, is_user_file
+
+GRAPH_AGE = 2
+SEARCH_NODES = 5000
+MAX_DEPTH = 3
+SAMPLED = 64  # items looked at from each end of a long container
+MIN_TENSORS = 8  # a container of this many tensors is reported as growth even without graphs
+FEEDS = ("append", "extend", "insert", "appendleft", "add", "update", "__setitem__")
+
+
+@dataclass
+class Holding:
+    name: str
+    kind: str
+    owner: str
+    tensors: int
+    bytes: int
+    oldest: int | None  # the oldest earlier step whose graph it keeps alive, None without graphs
+    line: str | None  # where it is fed: "train.py:57 `total_loss += loss`"
+
+    def text(self) -> str:
+        graphs = f", keeps graphs back to step {self.oldest}" if self.oldest is not None else ""
+        fed = f"; fed at {self.line}" if self.line else ""
+        return f"`{self.name}` ({self.kind} in {self.owner}) holds {self.tensors} tensor(s){graphs}{fed}"
+
+
+class _Search:
+    def __init__(self, step: int) -> None:
+        self.before = step - GRAPH_AGE
+        self.memo: dict[int, int | None] = {}
+        self.seen: set[int] = set()
+
+    def graph_step(self, tensor: torch.Tensor) -> int | None:
+        """The oldest tag older than ``before`` that the tensor's graph reaches."""
+        found, todo, visited = None, [tensor.grad_fn], 0
+        while todo and visited < SEARCH_NODES:
+            node = todo.pop()
+            if node is None:
+                continue
+            key = id(node)
+            if key in self.memo:
+                if self.memo[key] is not None and (found is None or self.memo[key] < found):
+                    found = self.memo[key]
+                continue
+            self.memo[key] = None
+            visited += 1
+            tag = node.metadata.get("tuidebug") if hasattr(node, "metadata") else None
+            if tag is not None and tag.step < self.before:
+                self.memo[key] = tag.step
+                found = tag.step if found is None else min(found, tag.step)
+            todo.extend(next_node for next_node, _ in node.next_functions)
+        return found
+
+
+def find(frames: list[FrameType], models: list[torch.nn.Module], step: int, any_graph: bool = False) -> list[Holding]:
+    """The holders of tensors kept across steps, most graphs first (with ``any_graph``, of any tagged
+    graph: graphs that pile up within one step, in an evaluation loop run with gradients on)."""
+    search = _Search(step + GRAPH_AGE + 1 if any_graph else step)
+    found = []
+    for name, value, path, owner in _roots(frames, models):
+        for holding in _visit(search, name, value, path, owner, 0):
+            if holding.oldest is not None or (holding.tensors >= MIN_TENSORS and holding.kind.startswith(("list", "dict", "deque"))):
+                found.append(holding)
+    found.sort(key=lambda h: (h.oldest is None, h.oldest or 0, -h.tensors, -h.bytes))
+    return list({h.name: h for h in found}.values())
+
+
+def _roots(frames: list[FrameType], models: list[torch.nn.Module]) -> list[tuple[str, Any, str | None, str]]:
+    roots: list[tuple[str, Any, str | None, str]] = []
+    scopes: set[int] = set()
+    for frame in frames:
+        for scope, owner in ((frame.f_locals, f"{frame.f_code.co_name}()"), (frame.f_globals, "the script's globals")):
+            if id(scope) not in scopes:
+                scopes.add(id(scope))
+                roots += [(n, v, frame.f_code.co_filename, owner) for n, v in list(scope.items()) if not n.startswith("__")]
+    main = sys.modules.get("__main__")
+    if main is not None and id(vars(main)) not in scopes:
+        roots += [(n, v, getattr(main, "__file__", None), "the script's globals") for n, v in list(vars(main).items())
+                  if not n.startswith("__")]
+    for module in _models_and_owners(models):
+        path = getattr(sys.modules.get(type(module).__module__), "__file__", None)
+        roots += [(f"self.{n}", v, path, type(module).__name__) for n, v in vars(module).items() if not n.startswith("_")]
+    return roots
+
+
+def _models_and_owners(models: list[torch.nn.Module]) -> list[torch.nn.Module]:
+    """The models, and the modules that hold them (a LightningModule's ``self.net``)."""
+    found = list(models)
+    wanted = {id(m) for m in models}
+    for candidate in gc.get_objects():
+        if isinstance(candidate, torch.nn.Module) and id(candidate) not in wanted:
+            if any(id(child) in wanted for child in candidate.children()):
+                found.append(candidate)
+    return found
+
+
+def _visit(search: _Search, name: str, value: Any, path: str | None, owner: str, depth: int) -> list[Holding]:
+    """The holding named ``name`` (its tensors, counted through its containers), and the holdings
+    of the attributes of a user-defined object."""
+    if id(value) in search.seen or isinstance(value, (type, type(sys))) or depth > MAX_DEPTH:
+        return []
+    if _user_object(value):
+        search.seen.add(id(value))
+        cls_path = getattr(sys.modules.get(type(value).__module__), "__file__", path)
+        return [h for attr, item in vars(value).items() if not attr.startswith("_")
+                for h in _visit(search, f"{name}.{attr}", item, cls_path, type(value).__name__, depth + 1)]
+    tensors, size, oldest = _count(search, value, 0)
+    if not tensors:
+        return []
+    kind = type(value).__name__ if isinstance(value, torch.Tensor) else f"{type(value).__name__} of {tensors} tensors"
+    return [Holding(name, kind, owner, tensors, size, oldest, _fed_at(name, path))]
+
+
+def _count(search: _Search, value: Any, depth: int) -> tuple[int, int, int | None]:
+    if isinstance(value, torch.Tensor):
+        oldest = search.graph_step(value) if value.grad_fn is not None else None
+        return 1, value.numel() * value.element_size(), oldest
+    if depth > MAX_DEPTH or id(value) in search.seen:
+        return 0, 0, None
+    if isinstance(value, dict):
+        items = list(value.values())
+    elif isinstance(value, (list, tuple, collections.deque, set)):
+        items = list(value)
+    else:
+        return 0, 0, None
+    search.seen.add(id(value))
+    if len(items) > 2 * SAMPLED:
+        items = items[:SAMPLED] + items[-SAMPLED:]
+    tensors, size, oldest = 0, 0, None
+    for item in items:
+        t, b, o = _count(search, item, depth + 1)
+        tensors, size = tensors + t, size + b
+        if o is not None:
+            oldest = o if oldest is None else min(oldest, o)
+    return tensors, size, oldest
+
+
+def _user_object(value: Any) -> bool:
+    """An instance of a class the user wrote (not a module, tensor or container): its attributes are searched."""
+    if isinstance(value, (torch.Tensor, dict, list, tuple, set, str, bytes, int, float)) or callable(value):
+        return False
+    module = sys.modules.get(type(value).__module__)
+    return hasattr(value, "__dict__") and module is not None and is_user_file(getattr(module, "__file__", "") or "")
+
+
+def _fed_at(name: str, path: str | None) -> str | None:
+    """The line that feeds ``name``: an append (or the like), else an (augmented) assignment."""
+    if not path or not is_user_file(path):
+        return None
+    attr = name.split(".")[-1]
+    for method in FEEDS:
+        sites = calls_of(path, attr, method)
+        if sites:
+            return str(Site(path, sites[-1].line, ""))
+    sites = accumulations(path, attr) or assignments(path, attr)
+    return str(Site(path, sites[-1].line, "")) if sites else None
