@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # and pip never pulls a multi-GB CUDA build. Point TORCH_SPEC elsewhere for another build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install test demo bench lint clean
+.PHONY: install test demo bench corpus lint clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ demo: install
 
 bench: install
 	$(PY) bench/run.py
+
+# The whole bug corpus (corpus/README.md): scores every case and writes CORPUS.md. `make test`
+# runs only its quick subset (tests/test_corpus.py).
+corpus: install
+	$(PY) corpus/run.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -132,3 +132,26 @@ def test_the_run_goes_on_when_the_tui_goes_away(start_run):
 
     assert run.wait(30) == 0
     assert max(printed(session)) == 40
+
+
+def test_a_diagnostic_rerun_writes_into_its_scratch_folder_and_leaves_the_users_files(start_run, tmp_path):
+    work, scratch = tmp_path / "work", tmp_path / "scratch"
+    work.mkdir()
+    (work / "model.pt").write_bytes(b"the user's checkpoint")
+    (work / "train.log").write_text("first run\n")
+    script = work / "saves_checkpoint.py"
+    script.write_text((SCRIPTS / "saves_checkpoint.py").read_text())
+    cwd = os.getcwd()
+    os.chdir(work)
+    try:
+        run, session = start_run(script, scratch_writes=str(scratch), post_mortem=False)
+        run.wait(60)
+    finally:
+        os.chdir(cwd)
+
+    assert any("reloaded True 2" in line for line in session.output), list(session.output)
+    assert (work / "model.pt").read_bytes() == b"the user's checkpoint"
+    assert (work / "train.log").read_text() == "first run\n"
+    assert sorted(p.name for p in work.iterdir()) == ["model.pt", "saves_checkpoint.py", "train.log"]
+    copies = {p.name for p in scratch.rglob("*") if p.is_file()}
+    assert {"model.pt", "weights.pt", "state.pt", "train.log"} <= copies

@@ -8,6 +8,7 @@ import pytest
 from conftest import EXAMPLES, wait_for
 from tuidebug.launcher import ChildRun, Target
 from tuidebug.session import Session
+from tuidebug.tree import Walk, load_tree
 
 CHECKS = ("nan.lr", "nan.inputs", "nan.unsafe_math", "nan.grad_explosion")
 ARGS = {"nan_after_warmup.py": ("--sleep", "0")}
@@ -50,12 +51,19 @@ def checks():
     ("nan_rnn_explode.py", "nan.grad_explosion"),
 ])
 def test_the_four_checks_single_out_the_cause(checks, script, cause):
+    """The cause's check fails with a fix; another check may fail too only where its own trial also
+    removed the NaN (a lower rate often does), and then the ranking still names the cause."""
     results = checks(script)
+    summaries = {check: results[check].summary for check in CHECKS}
 
-    statuses = {check: results[check].status for check in CHECKS}
-    assert statuses == {check: "fail" if check == cause else "pass" for check in CHECKS}, {
-        check: results[check].summary for check in CHECKS}
-    assert results[cause].fix
+    assert results[cause].status == "fail" and results[cause].fix, summaries
+    for check in CHECKS:
+        if check != cause and results[check].status == "fail":
+            assert results[check].data.get("confirmed"), summaries
+    walk = Walk(load_tree(), branch="nan")
+    for check in CHECKS:
+        walk.record_probe(results[check])
+    assert walk.decided_by(walk.tree["nan.decide"]) == cause, summaries
 
 
 def test_learning_rate_verdict_names_the_stable_rate(checks):
@@ -85,7 +93,7 @@ def test_unsafe_math_names_the_op_and_the_source_line_and_confirms_the_safe_form
     assert f"{op} at {line}" in result.summary
     assert any("at or near 0" in risk or "near 0" in risk for risk in result.data["risky"])
     assert result.data["confirmed"] is True
-    assert any("made safe" in line and "falling" in line for line in result.evidence)
+    assert any("made safe" in line and ("falling" in line or "holding" in line) for line in result.evidence)
 
 
 def test_exploding_gradients_suggests_a_clip_value_that_keeps_the_replay_finite(checks):

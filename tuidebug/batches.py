@@ -50,6 +50,11 @@ def tensors_in(value: Any, path: str = "batch", depth: int = 0) -> Iterator[tupl
             yield from tensors_in(getattr(value, f.name), f"{path}.{f.name}", depth + 1)
 
 
+def tensor_at(batch: Any, path: str) -> torch.Tensor | None:
+    """The tensor at ``path`` (as ``tensors_in`` names it) in a batch of the same structure."""
+    return next((tensor for found, tensor in tensors_in(batch) if found == path), None)
+
+
 def batch_size_of(batch: Any) -> int | None:
     """The leading dimension of the first tensor in a batch of any nesting."""
     for _, tensor in tensors_in(batch):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -102,28 +103,42 @@ def run_probe(run: ChildRun, session: Session, probe: str, timeout: float,
 def observe(run: ChildRun, session: Session, options: DiagnoseOptions, deadline: Deadline) -> None:
     """Let the run go until it stops by itself (a break, the step window, the end, an exception) or
     the window's seconds pass (then pause it), or it stalls (then say where it is)."""
-    window_end = time.monotonic() + min(options.seconds, deadline.left())
-    last_step, last_change = -1, time.monotonic()
+    started = time.monotonic()
+    window_end = started + min(options.seconds, deadline.left())
+    last_step, last_change, first_gap, between = -1, started, 0.0, 0.0
     while time.monotonic() < window_end:
         if wait_until(session, lambda: session.state in STOPPED or session.ended, 0.25):
             return
+        now = time.monotonic()
         if session.step != last_step:
-            last_step, last_change = session.step, time.monotonic()
-        elif session.step > 0 and time.monotonic() - last_change > _stall_after(session):
-            _report_stall(run, session, time.monotonic() - last_change)
+            # The wait for the first step (start-up included) stands for a step only until the gaps
+            # between two steps are seen.
+            if last_step >= 1:
+                between = max(between, now - last_change)
+            elif session.step >= 1:
+                first_gap = now - last_change
+            last_step, last_change = session.step, now
+        elif session.step > 0 and now - last_change > _stall_after(session, between or first_gap):
+            _report_stall(run, session, now - last_change)
             return
     if session.step == 0 and not session.ended:
         where = run.stack_sample()
         session.note("no_step_yet", f"no optimizer step in the first {options.seconds:.0f}s"
                      + (f": the training thread is at {where}" if where else ""))
     run.command("pause")
-    if not wait_until(session, lambda: session.state in STOPPED or session.ended, PAUSE_GRACE):
-        _report_stall(run, session, PAUSE_GRACE, pausing=True)
+    grace = max(PAUSE_GRACE, 2 * _typical_step(session, between or first_gap))  # the pause waits for the step to end
+    if not wait_until(session, lambda: session.state in STOPPED or session.ended, grace):
+        _report_stall(run, session, grace, pausing=True)
 
 
-def _stall_after(session: Session) -> float:
-    typical = session.step_seconds.latest or 0.0
-    return max(STALL_SECONDS, STALL_FACTOR * typical)
+def _typical_step(session: Session, longest_gap: float) -> float:
+    """How long a step takes: the agent's figure, or the longest wait between steps seen so far (a
+    slow optimizer such as LBFGS makes one step of many forward and backward passes)."""
+    return max(session.step_seconds.latest or 0.0, longest_gap)
+
+
+def _stall_after(session: Session, longest_gap: float) -> float:
+    return max(STALL_SECONDS, STALL_FACTOR * _typical_step(session, longest_gap))
 
 
 def _report_stall(run: ChildRun, session: Session, seconds: float, pausing: bool = False) -> None:
@@ -144,7 +159,7 @@ class Runs:
         self.rerun_session: Session | None = None
         self.reruns = 0
         self.rerun_failed: str | None = None
-        self._closed: list[ChildRun] = []
+        self.scratch = tempfile.mkdtemp(prefix="tuidebug-rerun-")  # where second runs write (agent/sandbox.py)
 
     def probe(self, name: str, timeout: float) -> ProbeResult:
         result = run_probe(self.first, self.session, name, timeout)
@@ -158,7 +173,7 @@ class Runs:
             result = run_probe(rerun, self.rerun_session, name, min(timeout, self.deadline.left()),
                                {"run_trend": self._trend()})
             result.evidence.append(f"run on a second run of the script, paused at step {self.rerun_session.step} "
-                                   "(the first one's loop had ended)")
+                                   "(the first one's loop had ended; its file writes went to a scratch folder)")
         return result
 
     def _trend(self) -> list[float] | None:
@@ -179,7 +194,8 @@ class Runs:
         self.reruns += 1
         session = Session(self.target.name, self.target.args)
         at = failed_at + RERUN_AT if failed_at is not None else min(RERUN_AT, steps)
-        run = ChildRun(self.target, session, _agent_options(at), capture_output=True)
+        run = ChildRun(self.target, session, {**_agent_options(at), "scratch_writes": self.scratch},
+                       capture_output=True)
         run.start()
         self.rerun, self.rerun_session = run, session
         if not wait_until(session, lambda: session.state in STOPPED or session.ended, self.deadline.left()) \
@@ -195,6 +211,7 @@ class Runs:
             if run is not None:
                 run.command("quit")
                 run.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _agent_options(break_at: int) -> dict[str, Any]:

@@ -133,6 +133,9 @@ class RunView(Protocol):
     def recent_batches(self) -> list[Any]:
         """The captured batches (``step``, ``batch``) of the steps up to the failure, oldest first."""
 
+    def can_replay(self) -> bool:
+        """Whether ``ctx.trainer`` can run the pipeline here (a live loop, or a copy where wanted)."""
+
     def user_frames(self) -> list[Any]:
         """The training thread's frames in the user's own code, innermost first (empty after the script ended)."""
 
@@ -194,9 +197,13 @@ PROBES: dict[str, ProbeFunction] = {}
 # thread-local state (grad mode, autocast) and thread pools are the script's, and a thread of its own
 # would need memory the run may not have (the OOM being diagnosed).
 ON_TRAINING_THREAD: set[str] = set()
+# Probes whose trials mean the same on a copy of the model trained with the script's own loss as on
+# the script's loop: they train a copy when the loss can be rebuilt, and spend none of the loop's
+# iterations (the others replay the loop itself: its quirks are what they test).
+PREFERS_COPY: set[str] = set()
 
 
-def probe(name: str, on_training_thread: bool = False) -> Callable[[ProbeFunction], ProbeFunction]:
+def probe(name: str, on_training_thread: bool = False, prefers_copy: bool = False) -> Callable[[ProbeFunction], ProbeFunction]:
     """Register a probe under ``name`` (the name the tree's check nodes give)."""
 
     def register(function: ProbeFunction) -> ProbeFunction:
@@ -205,6 +212,8 @@ def probe(name: str, on_training_thread: bool = False) -> Callable[[ProbeFunctio
         PROBES[name] = function
         if on_training_thread:
             ON_TRAINING_THREAD.add(name)
+        if prefers_copy:
+            PREFERS_COPY.add(name)
         return function
 
     return register

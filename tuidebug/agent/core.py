@@ -64,6 +64,7 @@ class AgentConfig:
     memory_every: int = 5  # steps between memory readings at the step boundary (for the leak check)
     copy_post_mortem: bool = True  # after the script ended, probes train a copy (diagnose re-runs instead)
     replay: str | None = None  # a reproduction bundle to re-run once the model and optimizer are seen
+    scratch_writes: str | None = None  # a diagnostic re-run: the script's file writes go to this folder (agent/sandbox.py)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> AgentConfig:
@@ -247,6 +248,10 @@ class Agent:
     def known_models(self) -> list[torch.nn.Module]:
         return list(self.observed.models)
 
+    def can_replay(self) -> bool:
+        live = self.script_running and self.control.holding != "ended"
+        return live or self.config.copy_post_mortem or self.lightning_module() is not None
+
     def user_frames(self) -> list[Any]:
         frame = sys._current_frames().get(self.thread_id)
         frames = []
@@ -295,6 +300,8 @@ class Agent:
             return inputs.args, inputs.kwargs
         self.observed.model_inputs = (args, kwargs)
         self.observed.input_size = batch_size_of((args, kwargs))
+        if self.batches and sampled(self.step + 1):
+            self.facts.input_paths = input_paths(args, kwargs, self.batches[-1].batch)
         if not self.loop_uses_loader():
             self._loss_targets = []
             self.step_inputs.append(StepInputs(self.step + 1, args, kwargs, self._loss_targets,
@@ -734,6 +741,16 @@ class Agent:
 
 def _is_lightning(module: torch.nn.Module) -> bool:
     return any(cls.__name__ == "LightningModule" for cls in type(module).__mro__)
+
+
+def input_paths(args: tuple, kwargs: dict, batch: Any) -> tuple[list[str], dict[str, str]] | None:
+    """Where the model's tensor arguments come from in the batch (``batch[0]``, ``batch['input_ids']``),
+    so that a copy can be fed any captured batch the way the loop feeds it; None when one is not in it."""
+    positional = [batch_path_of(a, batch) for a in args]
+    named = {k: batch_path_of(v, batch) for k, v in kwargs.items() if isinstance(v, torch.Tensor)}
+    if any(not isinstance(a, torch.Tensor) for a in args) or None in positional or None in named.values():
+        return None
+    return positional, named
 
 
 def batch_path_of(tensor: Any, batch: Any) -> str | None:

@@ -10,6 +10,7 @@ plain strings, so no frame or tensor is kept alive by it.
 from __future__ import annotations
 
 import ast
+import linecache
 import re
 import resource
 from dataclasses import dataclass, field
@@ -113,8 +114,10 @@ def module_text(module: torch.nn.Module) -> str:
 
 
 def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss: FailedLoss | None,
-            model_batch: int | None, one_hot: dict[str, set[int]]) -> Crash:
-    """The crash's classification and evidence, from the exception and what the hooks recorded."""
+            model_batch: int | None, one_hot: dict[str, set[int]],
+            model_call: tuple[torch.nn.Module, tuple[tuple, dict]] | None = None) -> Crash:
+    """The crash's classification and evidence, from the exception and what the hooks recorded
+    (``model_call``: the model and the inputs of its last call)."""
     crash = Crash(kind="other", cause="exception", exception=f"{type(exc).__name__}: {exc}".strip()[:600],
                   batch_size=model_batch)
     tb = exc.__traceback__
@@ -137,6 +140,8 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
         pass
     elif failed_module is not None and _module_findings(crash, failed_module):
         pass
+    elif _second_backward(exc):
+        _carried_graph(crash, model_call, user_frames(tb))
     elif _no_graph(exc):
         crash.kind, crash.cause = "no_graph", "no_gradient_to_weights"
         crash.findings.append("backward() was called on a loss that does not require grad: no autograd path "
@@ -376,6 +381,72 @@ def _rnn_findings(crash: Crash, failed: FailedModule, x: torch.Tensor, hidden: l
     else:
         crash.fix = "check the RNN's input layout (batch_first) and its input_size"
     return True
+
+
+def _second_backward(exc: BaseException) -> bool:
+    return isinstance(exc, RuntimeError) and "backward through the graph a second time" in str(exc)
+
+
+def _carried_graph(crash: Crash, model_call: tuple[torch.nn.Module, tuple[tuple, dict]] | None,
+                   frames: list[FrameType]) -> None:
+    """A second backward through a freed graph: the tensor that carried an earlier step's graph into
+    this one. The usual carrier is a model input made by the model's previous call (an RNN's hidden
+    state fed back without ``.detach()``); it is named by its argument on the user's call line."""
+    crash.findings.append("a tensor made in an earlier step still holds that step's graph, which its backward "
+                          "already freed; this step's backward runs into it")
+    carriers = _graph_carrying_inputs(model_call[1]) if model_call else []
+    for key in carriers:
+        found = _argument_source(model_call[0], key, frames)
+        if found is None:
+            continue
+        text, site = found
+        crash.findings.append(f"the model's input `{text}` (passed at {site}) has a grad_fn: it comes out of an "
+                              "earlier step's graph")
+        crash.fix = (f"detach `{text}` before it is fed back: `{text} = {text}.detach()` before {site.short} "
+                     "(for an LSTM's (h, c): `tuple(t.detach() for t in state)`); retain_graph=True only hides this")
+        return
+    crash.fix = ("detach the tensor kept from an earlier step (a hidden state, a running total of the loss, a cached "
+                 "output) with `.detach()` where it is kept (or add `.item()` to a running loss); retain_graph=True only "
+                 "hides this")
+
+
+def _graph_carrying_inputs(inputs: tuple[tuple, dict]) -> list[int | str]:
+    """The positions (or keyword names) of the call's inputs that are, or hold, non-leaf tensors."""
+    args, kwargs = inputs
+
+    def carries(value: Any) -> bool:
+        if isinstance(value, torch.Tensor):
+            return value.grad_fn is not None
+        if isinstance(value, (list, tuple)):
+            return any(carries(v) for v in value)
+        return False
+
+    keys: list[int | str] = [i for i, value in enumerate(args) if carries(value)]
+    return keys + [name for name, value in kwargs.items() if carries(value)]
+
+
+def _argument_source(model: torch.nn.Module, key: int | str, frames: list[FrameType]) -> tuple[str, Site] | None:
+    """The source text of argument ``key`` on the user's line that calls ``model`` (``h_state`` in
+    ``out, h_state = rnn(x, h_state)``), found through the names the frames give the model."""
+    for frame in reversed(frames):
+        names = {name for scope in (frame.f_locals, frame.f_globals) for name, value in list(scope.items())
+                 if value is model}
+        if not names:
+            continue
+        path = frame.f_code.co_filename
+        source = "".join(linecache.getlines(path))
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names):
+                continue
+            argument = (node.args[key] if isinstance(key, int) and key < len(node.args) else
+                        next((k.value for k in node.keywords if k.arg == key), None))
+            if argument is not None and not isinstance(argument, ast.Starred):
+                return ast.get_source_segment(source, argument), Site(path, node.lineno, frame.f_code.co_name)
+    return None
 
 
 def _no_graph(exc: BaseException) -> bool:

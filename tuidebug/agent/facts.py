@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import math
+import sys
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,7 @@ class LossCall:
     target_dtype: str | None
     input_producer: str | None  # the autograd node that made the input: SoftmaxBackward0, ...
     input_module: str | None  # the module whose output the input is (``net.3 (Softmax)``)
+    loss_module: str | None = None  # the torch.nn loss whose forward made the call (``CrossEntropyLoss``)
     input_min: float | None = None
     input_max: float | None = None
     rows_sum_to_one: bool = False
@@ -154,6 +156,7 @@ class Facts:
     half_site: str | None = None  # where model.half() was called
     eval_sites: dict[int, str] = field(default_factory=dict)  # id(module) -> where .eval() / .train(False) was called
     target_path: str | None = None  # which tensor of the batch the loss takes as its target (``batch[1]``)
+    input_paths: Any = None  # where the model's arguments come from in the batch (``core.input_paths``)
     trainable: int = 0
     epoch_length: int | None = None  # batches per epoch of the DataLoader that feeds the loop
     leak_holders: list = field(default_factory=list)  # ``holders.Holding`` found while the run was live
@@ -241,7 +244,8 @@ class Facts:
             if call.function in ("cross_entropy", "nll_loss") and (
                     producer.startswith("Softmax") or (call.rows_sum_to_one and call.function == "cross_entropy")):
                 made = f" made by {call.input_module}" if call.input_module else ""
-                return (f"{call.function} at {call.site} gets probabilities{made} ({producer or 'rows sum to 1'}): "
+                loss = f"{call.loss_module} ({call.function})" if call.loss_module else call.function
+                return (f"{loss} at {call.site} gets probabilities{made} ({producer or 'rows sum to 1'}): "
                         "it expects logits (cross_entropy) or log-probabilities (nll_loss)")
             if call.function == "binary_cross_entropy_with_logits" and producer.startswith("Sigmoid"):
                 made = f" made by {call.input_module}" if call.input_module else ""
@@ -391,7 +395,7 @@ class Facts:
             target_shape=list(target_tensor.shape) if target_tensor is not None else None,
             input_dtype=_dtype(input), target_dtype=_dtype(target_tensor) if target_tensor is not None else None,
             input_producer=type(input.grad_fn).__name__ if input.grad_fn is not None else None,
-            input_module=module_of(input), calls=(call.calls if call else 0) + 1)
+            input_module=module_of(input), loss_module=_calling_loss_module(), calls=(call.calls if call else 0) + 1)
         with torch.no_grad():
             values = input.detach()
             if values.numel() and values.is_floating_point():
@@ -449,3 +453,17 @@ def _dtype(tensor: torch.Tensor | None) -> str | None:
 
 def site_text(site: Site | None) -> str:
     return str(site) if site is not None else "?"
+
+
+def _calling_loss_module() -> str | None:
+    """The class of the ``torch.nn`` loss module whose forward is on the stack (the user wrote
+    ``nn.CrossEntropyLoss()``, torch calls ``F.cross_entropy``), read only when a loss call is recorded."""
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, torch.nn.modules.loss._Loss):
+            return type(owner).__name__
+        frame = frame.f_back
+    return None

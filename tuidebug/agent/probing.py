@@ -27,7 +27,7 @@ import torch
 import tuidebug.probes  # noqa: F401  (the probe families register themselves on import)
 from tuidebug.agent.snapshot import Snapshot
 from tuidebug.agent.trainers import MODEL_CALL, CopyTrainer, ReplayTrainer, StepAdjuster
-from tuidebug.probe_api import ON_TRAINING_THREAD, PROBES, Adjust, Iteration, NoPipeline, ProbeContext, ProbeOutcome
+from tuidebug.probe_api import ON_TRAINING_THREAD, PREFERS_COPY, PROBES, Adjust, Iteration, NoPipeline, ProbeContext, ProbeOutcome
 from tuidebug.protocol import Command, ProbeProgress, ProbeResult
 
 if TYPE_CHECKING:
@@ -98,7 +98,8 @@ class ProbeRuntime:
         run_id = next(_run_ids)
         ctx = ProbeContext(
             probe=name, run_id=run_id, run=self.agent, break_state=self.snapshot, params=params,
-            trainer_factory=lambda: self._trainer(live_loop and not self._loop_gone),
+            trainer_factory=lambda: self._trainer(live_loop and not self._loop_gone,
+                                                  name in PREFERS_COPY and params.get("replay") != "loop"),
             report_progress=lambda fraction, text: self._progress(name, run_id, fraction, text),
             is_cancelled=self.cancel.is_set,
             deadline=time.monotonic() + float(params.get("seconds", math.inf)))
@@ -244,13 +245,18 @@ class ProbeRuntime:
             ctx._last_progress = now
             self.agent.send(ProbeProgress(run_id=run_id, probe=probe, fraction=fraction, text=text))
 
-    def _trainer(self, live_loop: bool) -> Any:
+    def _trainer(self, live_loop: bool, prefer_copy: bool = False) -> Any:
         """Replay through the loop when it is live and fed by a DataLoader, on the failing inputs if
         there was a failure. Without one, a copy is trained where the loss can be rebuilt; only when it
         cannot is the loop replayed through its model call (each borrowed iteration advances the loop)."""
         failure = self.agent.failure
         if self.agent.lightning_module() is not None:
             return CopyTrainer(self.agent)  # Lightning's loop reads ahead and counts its batches: train a copy
+        if prefer_copy:
+            try:
+                return CopyTrainer(self.agent)
+            except NoPipeline:
+                pass
         if not live_loop and not self.agent.config.copy_post_mortem:
             raise NeedsLoop
         if live_loop:

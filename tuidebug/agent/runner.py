@@ -30,6 +30,7 @@ from tuidebug import protocol
 from tuidebug.agent import core, hooks
 from tuidebug.agent.client import AgentClient, ConnectionRefused
 from tuidebug.agent.core import Agent, AgentConfig
+from tuidebug.agent.sandbox import WriteSandbox
 from tuidebug.agent.crash import analyse
 from tuidebug.agent.memory import MemoryReader
 from tuidebug.protocol import Event, State
@@ -60,6 +61,8 @@ def main() -> None:
     client.immediate["cancel"] = lambda args: agent.probes.cancel.set()
     _dump_stacks_on_signal(config.get("stack_file"))
     hooks.install(agent)
+    if agent_config.scratch_writes:
+        WriteSandbox(agent_config.scratch_writes).install()
     agent.send(State(state="running", step=0))
 
     code = run_target(agent, config["target"], config["args"], bool(config.get("module")))
@@ -165,7 +168,9 @@ def _report(agent: Agent, exc: BaseException) -> None:
     frames = traceback.format_list(traceback.extract_tb(tb))
     summary = f"{type(exc).__name__}: {exc}"
     try:
-        crash = analyse(exc, agent.failed_module, agent.failed_loss, agent.observed.input_size, agent.facts.one_hot)
+        model, inputs = agent.observed.model, agent.observed.model_inputs
+        crash = analyse(exc, agent.failed_module, agent.failed_loss, agent.observed.input_size, agent.facts.one_hot,
+                        (model, inputs) if model is not None and inputs is not None else None)
     except Exception as error:  # the analysis must never hide the script's own exception
         crash = None
         agent.event("error", f"could not analyse the exception: {type(error).__name__}: {error}")

@@ -38,6 +38,7 @@ class Snapshot:
     stateful: list[tuple[Any, dict]] = field(default_factory=list)  # schedulers and grad scalers
     rng: dict[str, Any] = field(default_factory=dict)
     after_restore: list[Callable[[], None]] = field(default_factory=list)
+    versions: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # id(model) -> its tensors' (id, _version)
 
     @classmethod
     def take(cls, models: list[torch.nn.Module], optimizers: list[torch.optim.Optimizer],
@@ -47,6 +48,7 @@ class Snapshot:
         for model in models:
             flags = [m.training for m in model.modules()]
             snap.modules.append((model, to_host(model.state_dict()), flags))
+            snap.versions[id(model)] = _versions(model)
             covered.update(id(p) for p in model.parameters())
         params = _unique([p for opt in optimizers for g in opt.param_groups for p in g["params"]]
                          + [p for model in models for p in model.parameters()])
@@ -60,7 +62,10 @@ class Snapshot:
     def restore(self) -> None:
         with torch.no_grad():
             for model, state, flags in self.modules:
-                model.load_state_dict(state)
+                # Untouched since the snapshot (a probe that trained a copy): loading would bump the
+                # version counters and break the backward of a step paused before it (the break at a NaN).
+                if _versions(model) != self.versions.get(id(model)):
+                    model.load_state_dict(state)
                 for module, training in zip(model.modules(), flags):
                     module.training = training
             for param, value in self.loose_params:
@@ -95,6 +100,11 @@ class Snapshot:
         for original, copied in zip(originals, copies):
             if id(original) in saved:
                 copied.load_state_dict(copy.deepcopy(saved[id(original)]))
+
+
+def _versions(model: torch.nn.Module) -> list[tuple[int, int]]:
+    """Each parameter's and buffer's identity and in-place version counter: what changes when it is written."""
+    return [(id(t), t._version) for t in model.state_dict(keep_vars=True).values() if isinstance(t, torch.Tensor)]
 
 
 def _unique(tensors: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from tuidebug.agent.snapshot import Snapshot
-from tuidebug.batches import slice_batch, tensors_in
+from tuidebug.batches import slice_batch, tensor_at, tensors_in
 from tuidebug.probe_api import Adjust, Iteration, NoPipeline
 
 if TYPE_CHECKING:
@@ -133,6 +134,15 @@ def _step_schedulers(model: torch.nn.Module, optimizer: Any) -> list[Any]:
             and getattr(c.scheduler, "optimizer", None) is optimizer]
 
 
+def needs_closure(optimizer: Any) -> bool:
+    """The optimizer's step() takes a closure it must be given (LBFGS)."""
+    try:
+        closure = inspect.signature(type(optimizer).step).parameters.get("closure")
+    except (TypeError, ValueError):
+        return False
+    return closure is not None and closure.default is inspect.Parameter.empty
+
+
 def _graph_tensors_detached(model: torch.nn.Module) -> dict[int, Any]:
     memo: dict[int, Any] = {}
     for module in model.modules():
@@ -142,6 +152,26 @@ def _graph_tensors_detached(model: torch.nn.Module) -> dict[int, Any]:
                     if not tensor.is_leaf:
                         memo[id(tensor)] = tensor.detach()
     return memo
+
+
+def _batch_loss(paths: Any, target_path: str, observed: Any) -> Any:
+    """The loss of a raw batch: the model called with the batch's tensors at the paths the loop used,
+    and the observed loss (a module, or a functional loss) against the tensor at the target's path."""
+    positional, named = paths
+    criterion, function = observed.criterion, observed.loss_function
+
+    def loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        device = next(model.parameters()).device
+        args = [tensor_at(batch, p).to(device) for p in positional]
+        kwargs = {k: tensor_at(batch, p).to(device) for k, p in named.items()}
+        target = tensor_at(batch, target_path).to(device)
+        output = model(*args, **kwargs)
+        if criterion is not None:
+            return criterion(output, target)
+        call, _, extra = function
+        return call(output, target, **extra)
+
+    return loss
 
 
 def _training_step_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
@@ -174,6 +204,13 @@ class CopyTrainer:
             self.method = "copy of model and optimizer with the loss given to tuidebug.watch"
             self._loss = observed.watch_loss
             self.inputs, self.size = agent.batches[-1].batch, agent.batches[-1].size
+        elif agent.batches and agent.facts.input_paths and agent.facts.target_path and \
+                (observed.criterion is not None or observed.loss_function is not None):
+            self.method = "copy of model and optimizer fed the captured batches the way the loop feeds them"
+            self._loss = _batch_loss(agent.facts.input_paths, agent.facts.target_path, observed)
+            recent = agent.recent_batches()
+            self.inputs, self.size = recent[-1].batch, recent[-1].size
+            self._recent = [c.batch for c in recent]
         elif observed.model_inputs is not None and observed.criterion is not None:
             self.method = "copy of model and optimizer with the observed inputs and loss module"
             self._loss = self._observed_loss
@@ -226,12 +263,22 @@ class CopyTrainer:
         loss.backward()
         adjuster = StepAdjuster(self.optimizer, adjust, result)
         adjuster.before()
-        self.optimizer.step()
+        if needs_closure(self.optimizer):  # LBFGS re-evaluates the loss itself, many times a step
+            self.optimizer.step(lambda: self._closure(batch, adjust))
+        else:
+            self.optimizer.step()
         adjuster.after()
         if not adjust.freeze_schedule:
             for scheduler in self.schedulers:
                 scheduler.step()
         return result
+
+    def _closure(self, batch: Any, adjust: Adjust) -> torch.Tensor:
+        self.optimizer.zero_grad(set_to_none=True)
+        with adjust.mode() if adjust.mode else contextlib.nullcontext():
+            loss = self._loss(self.model, batch)
+        loss.backward()
+        return loss
 
     def _observed_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         (args, kwargs), targets = batch

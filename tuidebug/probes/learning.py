@@ -29,7 +29,7 @@ import torch
 
 from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, NoPipeline, ProbeContext, ProbeOutcome, probe
-from tuidebug.probes.source import assignments
+from tuidebug.probes.source import assignments, calls_named
 from tuidebug.probes.trials import finite, run_learns
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
@@ -44,6 +44,7 @@ TRIAL_STEPS = 20
 RATE_FACTORS = (10.0, 100.0, 1000.0)
 SCHEDULES_PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR", "ReduceLROnPlateau", "CosineAnnealingLR",
                        "PolynomialLR", "LinearLR", "ConstantLR")
+MAX_ACTIVATION_SITES = 2  # a model with one softmax for the loss and one for predictions: both are worth a look
 
 
 def _trial(ctx: ProbeContext, adjust: Adjust, steps: int = TRIAL_STEPS, batches: list[Any] | None = None) -> list[float]:
@@ -110,19 +111,24 @@ class GraphCut(OpWatch):
         return self.cut is not None
 
 
-@probe("learning.graph")
+@probe("learning.graph", prefers_copy=True)
 def graph(ctx: ProbeContext) -> ProbeOutcome:
     facts = ctx.run.facts
     checks = [c for c in facts.grad_checks if c[0] > 1] or facts.grad_checks
     model = ctx.run.model
     trainable = sum(p.requires_grad for p in model.parameters()) if model is not None else facts.trainable
-    reached = not checks or any(len(set(c[1] + c[2])) < trainable for c in checks)
+    # A parameter with no gradient at all (None) has no autograd path from the loss; a zero gradient
+    # means a path that carries nothing (dead units, a zero_grad in the wrong place): another check's.
+    reached = not checks or any(len(c[1]) < trainable for c in checks)
     evidence = [f"gradients at steps {', '.join(str(c[0]) for c in checks[-3:])}: "
-                + "; ".join(f"{trainable - len(set(c[1] + c[2]))} of {trainable} parameters got one" for c in checks[-3:])]
+                + "; ".join(f"{trainable - len(c[1])} of {trainable} parameters got one ({len(c[2])} of them zero)"
+                            for c in checks[-3:])]
     if facts.backward_without_graph:
         evidence.append(f"backward() was called on a loss that does not require grad at {facts.backward_without_graph}")
     elif reached:
-        return ProbeOutcome(PASS, "the loss's graph reaches the weights: they get gradients", evidence)
+        return ProbeOutcome(PASS, "the loss's graph reaches the weights" + (
+            "" if not checks or not any(len(c[2]) >= trainable - len(c[1]) for c in checks)
+            else ", but their gradients are zero (see the dead-units check)"), evidence)
     watch = GraphCut()
     try:
         trainer = ctx.trainer
@@ -280,7 +286,7 @@ def _rate_curve(history: list[Any]) -> list[tuple[int, float]]:
     return [(s.step, s.lrs[0]) for s in history if s.lrs]
 
 
-@probe("learning.rate")
+@probe("learning.rate", prefers_copy=True)
 def rate(ctx: ProbeContext) -> ProbeOutcome:
     facts = ctx.run.facts
     curve = _rate_curve(ctx.history)
@@ -381,21 +387,36 @@ def loss_input(ctx: ProbeContext) -> ProbeOutcome:
     for call in calls:
         producer = call.input_producer or ""
         probabilities = producer.startswith("Softmax") or (call.function == "cross_entropy" and call.rows_sum_to_one)
+        loss = f"{call.loss_module} ({call.function})" if call.loss_module else call.function
+        layer = f" by {call.input_module}" if call.input_module else ""
         if call.function in ("cross_entropy", "nll_loss") and probabilities:
-            layer = f" by {call.input_module}" if call.input_module else ""
+            where = _activation_sites(ctx, call, {"softmax", "Softmax"})
+            evidence += [f"the softmax is applied at {site}" for site in where]
             expects = "logits" if call.function == "cross_entropy" else "log-probabilities (log_softmax)"
-            fix = (f"drop the softmax{layer} from the model's output and pass the logits to the loss"
-                   if call.function == "cross_entropy" else "use log_softmax instead of softmax before nll_loss")
-            return ProbeOutcome(FAIL, f"{call.function} at {call.site.split(' ')[0]} gets probabilities made{layer} "
+            at = f" at {where[0].short}" if where else layer
+            fix = (f"drop the softmax{at} and pass the logits to the loss (apply softmax only for predictions)"
+                   if call.function == "cross_entropy" else f"use log_softmax instead of the softmax{at} before nll_loss")
+            return ProbeOutcome(FAIL, f"{loss} at {call.site.split(' ')[0]} gets probabilities made{layer} "
                                 f"(softmax), but it expects {expects}", evidence, fix,
                                 data={"cause": "softmax_before_loss"})
         if call.function == "binary_cross_entropy_with_logits" and producer.startswith("Sigmoid"):
-            layer = f" by {call.input_module}" if call.input_module else ""
-            return ProbeOutcome(FAIL, f"{call.function} at {call.site.split(' ')[0]} gets sigmoid outputs{layer}: "
+            where = _activation_sites(ctx, call, {"sigmoid", "Sigmoid"})
+            evidence += [f"the sigmoid is applied at {site}" for site in where]
+            at = f" at {where[0].short}" if where else layer
+            return ProbeOutcome(FAIL, f"{loss} at {call.site.split(' ')[0]} gets sigmoid outputs{layer}: "
                                 "it applies the sigmoid itself", evidence,
-                                f"drop the sigmoid{layer} (keep it only for predictions), or use nn.BCELoss on probabilities",
+                                f"drop the sigmoid{at} (keep it only for predictions), or use nn.BCELoss on probabilities",
                                 data={"cause": "softmax_before_loss"})
     return ProbeOutcome(PASS, "the losses get what they expect (logits / log-probabilities)", evidence)
+
+
+def _activation_sites(ctx: ProbeContext, call: Any, names: set[str]) -> list[Site]:
+    """Where the user's code applies the activation the loss should not get: calls named ``names``
+    in the class of the module that made the loss's input (else anywhere in the user's files)."""
+    owner = re.search(r"\((\w+)\)\s*$", call.input_module or "")
+    sites = [site for path in sorted(ctx.run.facts.source_files)
+             for site in calls_named(path, names, owner.group(1) if owner else None)]
+    return sites[:MAX_ACTIVATION_SITES]
 
 
 # --- training mode --------------------------------------------------------------------------
@@ -417,15 +438,18 @@ def mode(ctx: ProbeContext) -> ProbeOutcome:
     if len(evaluating) < len(checks) or not facts.has_mode_layers:
         return ProbeOutcome(PASS, "the model trains in training mode" if not evaluating else
                             "eval mode at some steps only, or no layer it changes", evidence)
-    as_written = _trial(ctx, Adjust())
-    in_train = _trial(ctx, Adjust(train_mode=True))
-    evidence += [f"replay as written (eval mode): {_curve(as_written)}",
-                 f"... in training mode: {_curve(in_train)}"]
+    confirmed = None
+    if ctx.run.can_replay():
+        as_written = _trial(ctx, Adjust())
+        in_train = _trial(ctx, Adjust(train_mode=True))
+        evidence += [f"replay as written (eval mode): {_curve(as_written)}",
+                     f"... in training mode: {_curve(in_train)}"]
+        confirmed = _learns(in_train)
     where = f" (model.eval() at {site} is never undone)" if site else ""
+    fix = "call model.train() at the start of each training epoch (after evaluating)" + (
+        f": the model.eval() at {site.split(' ', 1)[0]} leaves it in eval mode" if site else "")
     return ProbeOutcome(FAIL, f"the model trains in eval mode{where}: dropout is off and batch norm uses its "
-                        "running statistics", evidence,
-                        "call model.train() at the start of each training epoch (after evaluating)",
-                        data={"cause": "eval_mode_training", "confirmed": _learns(in_train)})
+                        "running statistics", evidence, fix, data={"cause": "eval_mode_training", "confirmed": confirmed})
 
 
 # --- dead units -----------------------------------------------------------------------------
@@ -451,7 +475,7 @@ def dead_share(output: torch.Tensor) -> float:
     return float(1.0 - alive.any(dim=0).float().mean())
 
 
-@probe("learning.activations")
+@probe("learning.activations", prefers_copy=True)
 def activations(ctx: ProbeContext) -> ProbeOutcome:
     model = ctx.run.model
     if model is None:
@@ -514,7 +538,7 @@ def _chance(ctx: ProbeContext) -> float | None:
     return math.log(classes) if classes and classes > 1 else None
 
 
-@probe("learning.trend")
+@probe("learning.trend", prefers_copy=True)
 def trend(ctx: ProbeContext) -> ProbeOutcome:
     losses = finite([s.loss for s in ctx.history])
     if len(losses) < 8:

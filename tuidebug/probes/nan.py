@@ -147,11 +147,12 @@ def learning_rate(ctx: ProbeContext) -> ProbeOutcome:
             "confirmed": base.blew_up and stable is not None}
     if base.blew_up and stable is not None:
         new = ", ".join(f"{r * stable:.3g}" for r in rates)
-        data["fixed_loss"] = run_trial(ctx, start, Adjust(lr_scale=stable)).final
+        fixed = run_trial(ctx, start, Adjust(lr_scale=stable))
+        data["fixed_loss"] = fixed.final
         evidence += rate_sites(ctx)
         return ProbeOutcome(
-            FAIL, f"learning rate too high: lr {shown} {base.describe().split(',')[0]}; {new} keeps the loss falling "
-            f"over {len(run_trial(ctx, start, Adjust(lr_scale=stable)).losses)} steps", evidence,
+            FAIL, f"learning rate too high: lr {shown} {base.describe().split(',')[0]}; {new} keeps the loss "
+            f"{'falling' if fixed.learns else 'level'} over {len(fixed.losses)} steps", evidence,
             f"lower the learning rate to {new} (x{stable:g}); with a warm-up or schedule, cap its peak there",
             data=data)
     if large and max(large.values()) > 1.0:

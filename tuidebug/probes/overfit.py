@@ -45,7 +45,7 @@ FIX = (
 )
 
 
-@probe("overfit")
+@probe("overfit", prefers_copy=True)
 def run(ctx: ProbeContext) -> ProbeOutcome:
     examples = int(ctx.params.get("examples", 10))
     max_steps = int(ctx.params.get("steps", STEPS))

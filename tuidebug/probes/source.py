@@ -127,6 +127,23 @@ def calls_of(path: str, owner: str, method: str) -> list[Site]:
     return sorted(set(found), key=lambda site: site.line)
 
 
+def calls_named(path: str, names: set[str], inside_class: str | None = None) -> list[Site]:
+    """The lines of ``path`` that call a function, method or layer named one of ``names``
+    (``F.softmax(x)``, ``x.softmax(1)``, ``nn.Softmax(dim=1)``), only within class ``inside_class``
+    when it has any there."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+
+    def found_in(root: ast.AST) -> list[Site]:
+        return sorted({Site(path, node.lineno, "") for node in ast.walk(root) if isinstance(node, ast.Call) and (
+            (isinstance(node.func, ast.Name) and node.func.id in names) or
+            (isinstance(node.func, ast.Attribute) and node.func.attr in names))}, key=lambda site: site.line)
+
+    classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == inside_class]
+    return next((sites for sites in map(found_in, classes) if sites), None) or found_in(tree)
+
+
 def divisions(site: Site) -> list[ast.expr]:
     """The denominators on a line of source."""
     tree = _parse_line(site.text)

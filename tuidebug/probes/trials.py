@@ -5,8 +5,9 @@ when it has one, else the state at the break), feeds the recent batches in order
 pipeline, and goes on past the failing step for at least MIN_STEPS steps, so that a trial shows
 not only that the NaN is gone but whether the loss then falls. The thresholds:
 
-- a trial "blew up" when a value went non-finite, or its loss climbed over GROWTH times its lowest:
-  the NaN on its way;
+- a trial "blew up" when a value went non-finite, or its loss climbed over GROWTH times its lowest
+  and stayed there (the median of its last quarter): the NaN on its way. One batch whose own loss is
+  huge (a glitched target that the cycled batches end on) is a property of that batch, not a climb;
 - it "learns" when its loss ends below LEARNS of where it started (medians of the first and last
   quarters, so that one noisy batch decides nothing), and "holds" when it ends no higher: a run that
   had converged before its failure only holds, and that is what a fix must give back.
@@ -48,8 +49,13 @@ class Trial:
 
     @property
     def blew_up(self) -> bool:
-        """Non-finite, or a loss that climbed over GROWTH times its lowest value: the NaN on its way."""
-        return not self.finite or (bool(self.losses) and self.losses[-1] > GROWTH * max(min(self.losses), 1e-12))
+        """Non-finite, or a loss whose last quarter climbed over GROWTH times its lowest value: the NaN on its way."""
+        if not self.finite:
+            return True
+        if not self.losses:
+            return False
+        last = statistics.median(self.losses[-max(2, len(self.losses) // 4):])
+        return last > GROWTH * max(min(self.losses), 1e-12)
 
     @property
     def learns(self) -> bool:
