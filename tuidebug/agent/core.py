@@ -569,15 +569,20 @@ class Agent:
     def _report_findings(self) -> None:
         for code, text, details in self.facts.new_findings(self.step):
             if code in ("graphs_kept", "memory_growth"):
-                details = self._find_leak_holders()
+                details = self._find_leak_holders(any_graph=code == "graphs_kept")
             self.event("finding", f"{code}: {text}", details)
 
-    def _find_leak_holders(self) -> list[str]:
-        """Graphs of earlier steps are alive: name what holds them now, while the loop's frames exist."""
+    def _find_leak_holders(self, any_graph: bool) -> list[str]:
+        """Memory is kept across steps: name what holds it now, while the loop's frames exist. Graphs of
+        earlier steps first; with ``any_graph`` (graphs are known to pile up), graphs of this step held
+        in containers; else the containers that grow."""
         try:
             frames, models = self.user_frames(), self.known_models()
-            found = [h for h in holders.find(frames, models, self.step + 1) if h.oldest is not None] or \
-                holders.find(frames, models, self.step + 1, any_graph=True)
+            every = holders.find(frames, models, self.step + 1)
+            found = [h for h in every if h.oldest is not None]
+            if not found and any_graph:
+                found = holders.find(frames, models, self.step + 1, any_graph=True)
+            found = found or every
         except Exception as exc:  # the search is evidence; it must not disturb the run
             return [f"could not search for what holds them: {type(exc).__name__}: {exc}"]
         self.facts.leak_holders, self.facts.leak_step = found, self.step

@@ -11,15 +11,18 @@ MAX_DEPTH containers, and names each holder with the line that feeds it (``total
 from __future__ import annotations
 
 import collections
+import functools
 import gc
 import sys
+import types
+import warnings
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
 import torch
 
-from tuidebug.probes.source import accumulations, assignments, calls_of
+from tuidebug.probes.source import accumulations, assignments, calls_of, enclosing_function
 from tuidebug.sites import Site, is_user_file
 
 GRAPH_AGE = 2
@@ -27,6 +30,7 @@ SEARCH_NODES = 5000
 MAX_DEPTH = 3
 SAMPLED = 64  # items looked at from each end of a long container
 MIN_TENSORS = 8  # a container of this many tensors is reported as growth even without graphs
+FUNCTIONS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
 FEEDS = ("append", "extend", "insert", "appendleft", "add", "update", "__setitem__")
 
 
@@ -109,10 +113,12 @@ def _models_and_owners(models: list[torch.nn.Module]) -> list[torch.nn.Module]:
     """The models, and the modules that hold them (a LightningModule's ``self.net``)."""
     found = list(models)
     wanted = {id(m) for m in models}
-    for candidate in gc.get_objects():
-        if isinstance(candidate, torch.nn.Module) and id(candidate) not in wanted:
-            if any(id(child) in wanted for child in candidate.children()):
-                found.append(candidate)
+    with warnings.catch_warnings():  # isinstance on some module objects warns (torch.distributed.reduce_op)
+        warnings.simplefilter("ignore")
+        for candidate in gc.get_objects():
+            if isinstance(candidate, torch.nn.Module) and id(candidate) not in wanted:
+                if any(id(child) in wanted for child in candidate.children()):
+                    found.append(candidate)
     return found
 
 
@@ -159,7 +165,7 @@ def _count(search: _Search, value: Any, depth: int) -> tuple[int, int, int | Non
 
 def _user_object(value: Any) -> bool:
     """An instance of a class the user wrote (not a module, tensor or container): its attributes are searched."""
-    if isinstance(value, (torch.Tensor, dict, list, tuple, set, str, bytes, int, float)) or callable(value):
+    if isinstance(value, (torch.Tensor, dict, list, tuple, set, str, bytes, int, float, type, *FUNCTIONS)):
         return False
     module = sys.modules.get(type(value).__module__)
     return hasattr(value, "__dict__") and module is not None and is_user_file(getattr(module, "__file__", "") or "")
@@ -170,9 +176,9 @@ def _fed_at(name: str, path: str | None) -> str | None:
     if not path or not is_user_file(path):
         return None
     attr = name.split(".")[-1]
-    for method in FEEDS:
-        sites = calls_of(path, attr, method)
-        if sites:
-            return str(Site(path, sites[-1].line, ""))
-    sites = accumulations(path, attr) or assignments(path, attr)
-    return str(Site(path, sites[-1].line, "")) if sites else None
+    sites = next((found for method in FEEDS if (found := calls_of(path, attr, method))), None) or \
+        accumulations(path, attr) or assignments(path, attr)
+    if not sites:
+        return None
+    function = enclosing_function(path, sites[-1].line)
+    return str(Site(path, sites[-1].line, "")) + (f" in {function}()" if function else "")

@@ -29,7 +29,7 @@ import torch
 
 from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, NoPipeline, ProbeContext, ProbeOutcome, probe
-from tuidebug.probes.source import assignments, calls_named
+from tuidebug.probes.source import assignments, calls_named, freezes
 from tuidebug.probes.trials import finite, run_learns
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
@@ -170,11 +170,14 @@ def gradients(ctx: ProbeContext) -> ProbeOutcome:
         evidence.append("the run's own loss falls: the frozen part looks intended (a fixed backbone)")
     elif frozen and frozen_share >= 0.5:
         owners = sorted({n.rsplit(".", 1)[0] for n in frozen})
+        where = [site for path in sorted(facts.source_files) for site in freezes(path)]
+        evidence += [f"requires_grad is turned off at {site}" for site in where]
         return ProbeOutcome(
             FAIL, f"{frozen_share:.0%} of the weights are frozen (requires_grad=False): {_names(owners, 4)}", evidence,
-            f"turn them back on: for p in model.{owners[0]}.parameters(): p.requires_grad = True "
-            "(freeze only the layers meant to stay fixed)" if owners[0] else
-            "turn requires_grad back on: for p in model.parameters(): p.requires_grad = True",
+            (f"remove the freeze at {where[0].short} (or narrow it to the layers meant to stay fixed)" if where else
+             f"turn them back on: for p in model.{owners[0]}.parameters(): p.requires_grad = True "
+             "(freeze only the layers meant to stay fixed)" if owners[0] else
+             "turn requires_grad back on: for p in model.parameters(): p.requires_grad = True"),
             data={"cause": "frozen_parameters", "frozen": frozen})
     return ProbeOutcome(PASS, "the trainable parameters get gradients" if not frozen else
                         f"a few parameters are frozen ({frozen_share:.0%} of the weights): not what stops learning",

@@ -144,6 +144,37 @@ def calls_named(path: str, names: set[str], inside_class: str | None = None) -> 
     return next((sites for sites in map(found_in, classes) if sites), None) or found_in(tree)
 
 
+def freezes(path: str) -> list[Site]:
+    """The lines of ``path`` that turn gradients off: ``p.requires_grad = False`` or
+    ``m.requires_grad_(False)``."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+
+    def false(node: ast.AST | None) -> bool:
+        return isinstance(node, ast.Constant) and node.value is False
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and false(node.value) and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets):
+            lines.append(Site(path, node.lineno, ""))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_" \
+                and (any(map(false, node.args)) or any(false(k.value) for k in node.keywords)):
+            lines.append(Site(path, node.lineno, ""))
+    return sorted(set(lines), key=lambda site: site.line)
+
+
+def enclosing_function(path: str, line: int) -> str | None:
+    """The name of the innermost function of ``path`` whose body holds ``line``."""
+    tree = _tree(path)
+    if tree is None:
+        return None
+    functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and node.lineno <= line <= (node.end_lineno or node.lineno)]
+    return max(functions, key=lambda node: node.lineno).name if functions else None
+
+
 def divisions(site: Site) -> list[ast.expr]:
     """The denominators on a line of source."""
     tree = _parse_line(site.text)
