@@ -17,6 +17,10 @@ from tuidebug.session import Session
 
 PREFIX = "[tuidebug]"
 SUMMARISED_EVENTS = {"exit"}  # the summary line gives the exit code
+# After a Ctrl-C the script gets this long to unwind (its own handlers, the agent's report) before it is
+# terminated. A plain python run never force-kills on Ctrl-C; a loaded machine took over 10 s here, and a
+# second Ctrl-C still stops it at once.
+INTERRUPT_GRACE = 30.0
 
 
 class HeadlessPrinter:
@@ -114,7 +118,7 @@ def _wait(run: ChildRun) -> int:
             return run.wait()
         except KeyboardInterrupt:
             run.interrupt()
-        code = run.wait(10.0)
+        code = run.wait(INTERRUPT_GRACE)
     except (KeyboardInterrupt, _Terminated):
         code = None
     if code is None:
