@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 from conftest import SCRIPTS, wait_for
+
+from tuidebug import protocol
+from tuidebug.launcher import BOOTSTRAP
 
 STEPS = SCRIPTS / "pat_steps.py"
 PRINTED = re.compile(r"^step (\d+) loss (\S+) weights (\S+)$")
@@ -155,3 +161,34 @@ def test_a_diagnostic_rerun_writes_into_its_scratch_folder_and_leaves_the_users_
     assert sorted(p.name for p in work.iterdir()) == ["model.pt", "saves_checkpoint.py", "train.log"]
     copies = {p.name for p in scratch.rglob("*") if p.is_file()}
     assert {"model.pt", "weights.pt", "state.pt", "train.log"} <= copies
+
+
+PRINTS_AFTER_GO = """
+import pathlib, sys, time
+folder = pathlib.Path(sys.argv[1])
+print("started", flush=True)
+while not (folder / "go").exists():
+    time.sleep(0.02)
+for i in range(20):
+    print(f"line {i}", flush=True)
+(folder / "done").write_text("trained to the end")
+"""
+
+
+def test_the_run_goes_on_printing_when_the_pipe_to_the_screen_closes(tmp_path):
+    """The screen died: the script's next print meets a closed pipe, and the run goes on into a log file."""
+    script = tmp_path / "prints.py"
+    script.write_text(PRINTS_AFTER_GO)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1",
+           protocol.ENV_CONFIG: json.dumps({"target": str(script), "args": [str(tmp_path)], "module": False})}
+    child = subprocess.Popen([sys.executable, "-c", BOOTSTRAP], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    while "started" not in child.stdout.readline():
+        pass
+    child.stdout.close()
+    (tmp_path / "go").touch()
+
+    assert child.wait(60) == 0
+    assert (tmp_path / "done").read_text() == "trained to the end"
+    [log] = (tmp_path / "cache" / "tuidebug" / "logs").glob("prints-*.log")
+    assert "line 19" in log.read_text() and oct(log.stat().st_mode & 0o777) == "0o600"

@@ -105,3 +105,104 @@ def test_diagnose_and_replay_usage_errors(argv, message):
 
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+HANGS = """
+import time
+import torch
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(32, 4), torch.randn(32, 1)
+for step in range(1000):
+    optimizer.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    if step == 20:
+        time.sleep(3600)  # a dead lock, a hung collective, a stuck data worker
+"""
+
+
+def test_a_script_that_hangs_still_gets_a_verdict_within_the_deadline(tmp_path):
+    script = tmp_path / "hangs.py"
+    script.write_text(HANGS)
+    out = tmp_path / "report.json"
+
+    result = subprocess.run([*tuidebug_command(), "diagnose", "--json", str(out), "--seconds", "20", "--timeout", "40",
+                             str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+
+    report = json.loads(out.read_text())
+    assert set(report) == KEYS
+    assert result.returncode == 1
+    assert (report["failure_class"], report["cause"]) == ("crash", "stalled"), report["summary"]
+    assert "hangs.py:14" in report["summary"]
+
+
+SEQUENCE_MODEL = """
+import copy
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+
+
+class LM(nn.Module):
+    def __init__(self, vocab=20, hidden=32):
+        super().__init__()
+        self.embed, self.rnn, self.head = nn.Embedding(vocab, hidden), nn.GRU(hidden, hidden), nn.Linear(hidden, vocab)
+
+    def forward(self, x, h):
+        out, h = self.rnn(self.embed(x), h)
+        return self.head(out).view(-1, self.head.out_features), h
+
+
+data = (torch.arange(4000) % 20).view(20, -1).t().contiguous()  # (time, batch), as word_language_model batchifies
+model = LM()
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+criterion = nn.CrossEntropyLoss()
+for epoch in range(3):
+    h = None
+    for i in range(0, data.size(0) - 11, 10):
+        x, y = data[i:i + 10], data[i + 1:i + 11].reshape(-1)
+        optimizer.zero_grad()
+        logits, h = model(x, h)
+        loss = criterion(logits, y)
+        loss.backward()
+        optimizer.step()
+        h = h.detach()
+    print(epoch, loss.item())
+best = copy.deepcopy(model)  # "the best checkpoint", evaluated on the test split
+with torch.no_grad():
+    logits, _ = best(data[:10], None)
+    print("test loss", criterion(logits, data[1:11].reshape(-1)).item())
+"""
+
+
+def test_a_model_returning_a_tuple_without_a_dataloader_gets_the_single_batch_test(tmp_path):
+    """The loss takes one item of the model's (logits, hidden); the sequence-first batch is not cut by
+    rows; a checkpoint evaluated under no_grad after training does not replace the trained model."""
+    script = tmp_path / "sequence_model.py"
+    script.write_text(SEQUENCE_MODEL)
+    out = tmp_path / "report.json"
+
+    result = subprocess.run([*tuidebug_command(), "diagnose", "--json", str(out), str(script)],
+                            capture_output=True, text=True, timeout=240, cwd=tmp_path)
+
+    report = json.loads(out.read_text())
+    assert result.returncode == 0 and (report["failure_class"], report["cause"]) == ("healthy", "healthy")
+    overfit = report["checks"][0]
+    assert (overfit["id"], overfit["status"]) == ("overfit", "pass"), overfit["summary"]
+
+
+def test_a_bundle_that_cannot_be_written_is_reported_with_the_reason(tmp_path):
+    (tmp_path / "not_a_folder").write_text("a file where the bundle's parent folder should be")
+    out = tmp_path / "report.json"
+
+    result = subprocess.run(
+        [*tuidebug_command(), "diagnose", "--json", str(out), "--bundle-dir", str(tmp_path / "not_a_folder" / "bundle"),
+         str(EXAMPLES / "nan_inputs.py")], capture_output=True, text=True, timeout=240, cwd=tmp_path)
+
+    report = json.loads(out.read_text())
+    assert result.returncode == 1 and report["failure_class"] == "nan" and report["reproduction"] is None
+    assert any("cannot write the bundle into" in line and "not_a_folder" in line for line in report["evidence"])

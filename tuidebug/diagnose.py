@@ -39,6 +39,8 @@ STOPPED = ("paused", "ended", "finished", "crashed")
 STALL_SECONDS = 10.0
 STALL_FACTOR = 20.0
 PAUSE_GRACE = 5.0  # for a pause to reach a safe point at the window's end
+BUNDLE_SECONDS = 30.0  # writing a bundle copies the model and a few batches: seconds for a large model
+MIN_BUNDLE_SECONDS = 5.0  # what a bundle gets past the deadline: the verdict is there, the bundle is worth a wait
 ANSWER_SECONDS = 3.0  # a probe's budget ends this long before its timeout, so that it can still answer
 BUNDLE_CHECKS = {"nan_in_inputs": "inputs", "cannot_overfit_single_batch": "overfit",
                  "no_gradient_to_weights": "overfit"}
@@ -162,7 +164,12 @@ class Runs:
         self.scratch = tempfile.mkdtemp(prefix="tuidebug-rerun-")  # where second runs write (agent/sandbox.py)
 
     def probe(self, name: str, timeout: float) -> ProbeResult:
-        result = run_probe(self.first, self.session, name, timeout)
+        if self.session.ended or self.session.state in STOPPED:
+            result = run_probe(self.first, self.session, name, timeout)
+        else:  # stuck where no pause can reach it: a probe would only wait for its timeout
+            result = ProbeResult(run_id=0, probe=name, status="inconclusive",
+                                 summary="the first run is stuck mid-step (see the stall), and a check needs it paused",
+                                 data={"needs_loop": True})
         used = False
         while result.data.get("needs_loop") and self.reruns < MAX_RERUNS and not self.deadline.passed:
             rerun = self._rerun(fresh=used)
@@ -240,10 +247,13 @@ def walk_tree(runs: Runs, options: DiagnoseOptions, deadline: Deadline) -> tuple
     return walk, skipped
 
 
-def save_reproduction(run: ChildRun, session: Session, walk: Walk, folder: str, data: dict) -> str | None:
-    """Ask the agent to write the bundle; its path, or None (the reason is in the session's events)."""
+def save_reproduction(run: ChildRun, session: Session, walk: Walk, folder: str, data: dict,
+                      timeout: float = BUNDLE_SECONDS) -> str | None:
+    """Ask the agent to write the bundle; its path, or None (the reason is in the session's events).
+    Only a stopped run can write one: a stuck one never answers."""
     verdict = walk.verdict
-    if verdict is None or verdict.failure_class in ("healthy", "inconclusive") or session.ended:
+    if verdict is None or verdict.failure_class in ("healthy", "inconclusive") or session.ended or \
+            session.state not in STOPPED:
         return None
     meta = {"failure_class": verdict.failure_class, "cause": verdict.cause,
             "check": BUNDLE_CHECKS.get(verdict.cause, "nonfinite"), **data}
@@ -254,7 +264,7 @@ def save_reproduction(run: ChildRun, session: Session, walk: Walk, folder: str, 
 
     if not run.command("save_bundle", path=os.path.abspath(folder), meta=meta):
         return None
-    wait_until(session, lambda: bool(answers()), 30.0)
+    wait_until(session, lambda: bool(answers()), timeout)
     saved = next((e for e in answers() if e.kind == "bundle"), None)
     return saved.message if saved is not None else None
 
@@ -310,10 +320,13 @@ def run_diagnose(target: Target, options: DiagnoseOptions) -> int:
             walk, skipped = _interrupted_walk(session), []
         folder = options.bundle_dir or f"tuidebug-repro-{Path(target.name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
         samples = walk.results["nan.inputs"].data.get("samples", []) if "nan.inputs" in walk.results else []
-        bundle = None if interrupted else save_reproduction(first, session, walk, folder, {"samples": samples})
+        bundle = None if interrupted else save_reproduction(first, session, walk, folder, {"samples": samples},
+                                                            min(BUNDLE_SECONDS, max(MIN_BUNDLE_SECONDS, deadline.left())))
         partial = interrupted or (f"the deadline ({options.timeout:.0f}s) passed before {len(skipped)} check(s) ran: "
                                   + ", ".join(skipped) if skipped else None)
         report = build_report(walk, session, bundle, partial=partial)
+        if bundle is None:  # why not: a full or read-only disk, a batch that cannot be saved safely
+            report["evidence"] += [e.message for e in session.events if e.kind == "bundle_error"][-1:]
         text = markdown(report, walk, session)
     finally:
         runs.close()

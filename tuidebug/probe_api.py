@@ -47,7 +47,9 @@ class Adjust:
     run; ``zero_grad`` clears the gradients before the iteration's backward; ``train_mode`` puts the
     model in training mode for the iteration; ``measure_update`` reports the step's size relative
     to the weights (it copies the parameters, so only the probes that need it ask);
-    ``before_backward`` is handed the loss just before it goes backward (to hook its graph);
+    ``before_forward`` is handed the model being trained just before the forward (to hook its
+    modules, or to change a weight for a trial); ``before_backward`` is handed the loss just before
+    it goes backward (to hook its graph);
     ``freeze_schedule`` keeps the LR schedulers where they are (the script's loop steps them).
     """
 
@@ -57,13 +59,14 @@ class Adjust:
     zero_grad: bool = False
     train_mode: bool = False
     measure_update: bool = False
+    before_forward: Callable[[torch.nn.Module], None] | None = None
     before_backward: Callable[[torch.Tensor], None] | None = None
     freeze_schedule: bool = False
 
     def key(self) -> tuple:
         """What makes two trials the same (a mode by identity: the same class or the same object)."""
         return (self.lr_scale, self.clip, self.zero_grad, self.train_mode, self.freeze_schedule,
-                id(self.mode) if self.mode else None)
+                id(self.mode) if self.mode else None, id(self.before_forward) if self.before_forward else None)
 
 
 @dataclass

@@ -57,7 +57,9 @@ def deciding_check(walk: Walk) -> str | None:
         chosen = walk.decided_by(decide)
         if chosen is not None:
             return chosen
-    failed = [node_id for node_id in walk.path if walk.status(node_id) == "fail"]
+    gate_named_it = walk.verdict is not None and walk.verdict.cause == "cannot_overfit_single_batch"
+    failed = [node_id for node_id in walk.path if walk.status(node_id) == "fail"
+              and (node_id != "overfit" or gate_named_it)]  # the gate's failure names no other verdict
     return failed[-1] if failed else None
 
 

@@ -13,7 +13,9 @@ import copy
 import dataclasses
 import json
 import os
+import shutil
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,22 +53,35 @@ def plain(value: Any, depth: int = 0) -> Any:
 
 
 def save_bundle(agent: Agent, folder: str, meta: dict[str, Any]) -> str:
-    """Write the bundle for the agent's current failure (or its latest batch) into ``folder``."""
+    """Write the bundle for the agent's current failure (or its latest batch) into ``folder``. The files
+    are written into a private scratch folder inside it and moved into place, ``bundle.json`` last: a
+    full or read-only disk leaves no half-written bundle, only a BundleError that says why."""
     if agent.model is None or agent.optimizer_of(agent.model) is None:
         raise BundleError("no model and optimizer seen: nothing to reproduce")
     start, steps, batches = _start(agent)
-    path = Path(folder)
-    path.mkdir(parents=True, exist_ok=True)
     model_state = next((state for model, state, _ in start.modules if model is agent.model), None)
     optimizer = agent.optimizer_of(agent.model)
     optimizer_state = next((state for opt, state in start.optimizers if opt is optimizer), None)
-    torch.save({"model": model_state, "optimizer": optimizer_state}, path / "state.pt")
-    torch.save([plain(b) for b in batches], path / "batches.pt")
+    saved = [plain(b) for b in batches]
     positions = [state["last_epoch"] for _, state in start.stateful if "last_epoch" in state]
     meta = {**meta, "format": FORMAT, "steps": steps, "batches": len(batches), "scheduler_steps": positions,
             "script": os.path.abspath(sys.argv[0]), "args": sys.argv[1:], "torch": torch.__version__}
-    (path / "bundle.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
-    (path / "replay.py").write_text(_replay_script(path), encoding="utf-8")
+    path = Path(folder)
+    created = not path.exists()
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)  # weights and data: the user's alone
+        with tempfile.TemporaryDirectory(dir=path, prefix=".partial-") as scratch:
+            written = Path(scratch)
+            torch.save({"model": model_state, "optimizer": optimizer_state}, written / "state.pt")
+            torch.save(saved, written / "batches.pt")
+            (written / "replay.py").write_text(_replay_script(path), encoding="utf-8")
+            (written / "bundle.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+            for name in ("state.pt", "batches.pt", "replay.py", "bundle.json"):
+                os.replace(written / name, path / name)
+    except (OSError, RuntimeError) as exc:  # torch.save reports a failed write as a RuntimeError
+        if created:
+            shutil.rmtree(path, ignore_errors=True)
+        raise BundleError(f"cannot write the bundle into {folder}: {exc}") from None
     return str(path)
 
 

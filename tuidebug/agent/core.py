@@ -96,10 +96,18 @@ class Observed:
     criterion_targets: tuple = ()
     loss_function: tuple[Callable, Any, dict] | None = None  # a functional loss of the model's output
     output_paths: dict[int, Any] = field(default_factory=dict)  # id of each tensor in the output -> its key
+    output_items: list[tuple[Any, weakref.ref]] = field(default_factory=list)  # (key, tensor) of a tuple/dict output
+    output_key: Any = None  # the item of a tuple/dict output that the replayable loss takes (``(logits, hidden)``)
     loss_key: Any = None  # the key of the model's output that went backward (a model returning its loss)
     watch_loss: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None
     stateful: list[weakref.ref] = field(default_factory=list)  # LR schedulers, grad scalers, in creation order
     module_names: dict[int, str] = field(default_factory=dict)  # id(module) -> its path in the model
+
+    def key_in_output(self, tensor: Any) -> tuple[bool, Any]:
+        """Whether ``tensor`` is the model's latest output or one item of it, and that item's key."""
+        if self.output is not None and self.output() is tensor:
+            return True, None
+        return next(((True, key) for key, ref in self.output_items if ref() is tensor), (False, None))
 
     def stateful_objects(self) -> list[Any]:
         return [obj for ref in self.stateful if (obj := ref()) is not None]
@@ -283,12 +291,15 @@ class Agent:
         if module is seen.model:
             return
         if next(module.parameters(), None) is not None:
+            if seen.model is not None and not torch.is_grad_enabled():
+                return  # evaluated, not trained (a checkpoint loaded for the test set): the trained model stays
             self._new_model(module)
             if module is self.observed.model and not self.probes.replaying:
                 self.on_model_call(args, {})  # its own hook (with kwargs) is in place from the next call on
-        elif isinstance(module, torch.nn.modules.loss._Loss) and args and seen.output is not None:
-            if seen.output() is args[0]:  # the loss of the model's own output: replayable on a copy
-                seen.criterion, seen.criterion_targets = module, tuple(args[1:])
+        elif isinstance(module, torch.nn.modules.loss._Loss) and args:
+            found, key = seen.key_in_output(args[0])
+            if found:  # the loss of the model's own output: replayable on a copy
+                seen.criterion, seen.criterion_targets, seen.output_key = module, tuple(args[1:]), key
 
     def on_model_call(self, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         """The model is called (its own pre-hook, with kwargs): remember the inputs; while a probe
@@ -300,6 +311,8 @@ class Agent:
             return inputs.args, inputs.kwargs
         self.observed.model_inputs = (args, kwargs)
         self.observed.input_size = batch_size_of((args, kwargs))
+        if self.facts.model_site is None:
+            self.facts.model_site = user_site()
         if self.batches and sampled(self.step + 1):
             self.facts.input_paths = input_paths(args, kwargs, self.batches[-1].batch)
         if not self.loop_uses_loader():
@@ -316,10 +329,11 @@ class Agent:
                 self.facts.tag_graph(output, self.step + 1, "model output")
                 if self.facts.graphs_piling_up(self.step + 1):
                     self._report_findings()
-        elif isinstance(output, (tuple, list)):
-            seen.output_paths = {id(v): i for i, v in enumerate(output) if isinstance(v, torch.Tensor)}
-        elif isinstance(output, dict):
-            seen.output_paths = {id(v): k for k, v in output.items() if isinstance(v, torch.Tensor)}
+        elif isinstance(output, (tuple, list, dict)):
+            items = output.items() if isinstance(output, dict) else enumerate(output)
+            tensors = [(key, value) for key, value in items if isinstance(value, torch.Tensor)]
+            seen.output_paths = {id(value): key for key, value in tensors}
+            seen.output_items = [(key, weakref.ref(value)) for key, value in tensors]
 
     def on_module_output(self, module: torch.nn.Module, output: Any) -> None:
         """Any module's output on a sampled step: which module made it (for loss-input checks), and a
@@ -337,8 +351,10 @@ class Agent:
         if self.probes.replaying:
             return self.probes.replay_target(target)
         seen = self.observed
-        if seen.criterion is None and seen.output is not None and seen.output() is input:
-            seen.loss_function = (call, target, kwargs)
+        if seen.criterion is None:
+            found, key = seen.key_in_output(input)
+            if found:
+                seen.loss_function, seen.output_key = (call, target, kwargs), key
         index = self._loss_calls
         self._loss_calls += 1
         self._loss_targets.append(target)

@@ -150,6 +150,7 @@ class Facts:
     tags_this_step: int = 0
     tags_per_step: int = 0
     backward_site: str | None = None
+    model_site: Site | None = None  # where the loop calls the model (its first call)
     optimizers: int = 0
     optimizer_sites: list[tuple[str, str]] = field(default_factory=list)  # (type, where it was created)
     scheduler_sites: list[tuple[str, str]] = field(default_factory=list)  # (type, where it was created)

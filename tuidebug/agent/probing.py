@@ -156,6 +156,8 @@ class ProbeRuntime:
                 param.grad = None
         if self._adjust.train_mode and model is not None:
             model.train()
+        if self._adjust.before_forward is not None and model is not None:
+            self._adjust.before_forward(model)
         if self._adjust.mode is not None:
             self._mode = self._adjust.mode()
             self._mode.__enter__()

@@ -33,6 +33,7 @@ from tuidebug.agent.core import Agent, AgentConfig
 from tuidebug.agent.sandbox import WriteSandbox
 from tuidebug.agent.crash import analyse
 from tuidebug.agent.memory import MemoryReader
+from tuidebug.agent.output import survive_closed_pipes
 from tuidebug.protocol import Event, State
 
 _OWN_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, os.path.abspath(runpy.__file__),
@@ -47,6 +48,7 @@ def main() -> None:
     token = os.environ.pop(protocol.ENV_TOKEN, "")
     agent_config = AgentConfig.from_dict(config.get("agent", {}))
     argv = [config["target"], *config["args"]]
+    survive_closed_pipes(config["target"])
 
     client = AgentClient(address, token, sampler=MemoryReader().read)
     agent = Agent(agent_config, client)

@@ -158,20 +158,39 @@ def _batch_loss(paths: Any, target_path: str, observed: Any) -> Any:
     """The loss of a raw batch: the model called with the batch's tensors at the paths the loop used,
     and the observed loss (a module, or a functional loss) against the tensor at the target's path."""
     positional, named = paths
-    criterion, function = observed.criterion, observed.loss_function
+    criterion, function, key = observed.criterion, observed.loss_function, observed.output_key
 
     def loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
         device = next(model.parameters()).device
         args = [tensor_at(batch, p).to(device) for p in positional]
         kwargs = {k: tensor_at(batch, p).to(device) for k, p in named.items()}
         target = tensor_at(batch, target_path).to(device)
-        output = model(*args, **kwargs)
+        output = _item(model(*args, **kwargs), key)
         if criterion is not None:
             return criterion(output, target)
         call, _, extra = function
         return call(output, target, **extra)
 
     return loss
+
+
+def _item(output: Any, key: Any) -> Any:
+    """The item of a model's tuple/dict output that the loss takes (the whole output for ``None``)."""
+    return output if key is None else output[key]
+
+
+def _observed_steps(agent: Agent, target: Any, as_targets: Any) -> list[Any]:
+    """The recent steps of a loop without a DataLoader (up to a failure) as batches of the observed
+    form ``((args, kwargs), targets)``: those whose first loss target is like ``target``."""
+    failure = agent.failure
+    steps = [s for s in failure.inputs if s.step <= failure.step] if failure and failure.inputs else \
+        list(agent.step_inputs)
+
+    def like(value: Any) -> bool:
+        return isinstance(value, torch.Tensor) and isinstance(target, torch.Tensor) and \
+            value.dtype == target.dtype and value.dim() == target.dim()
+
+    return [((s.args, s.kwargs), as_targets(s.targets[0])) for s in steps if s.targets and like(s.targets[0])]
 
 
 def _training_step_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
@@ -215,11 +234,15 @@ class CopyTrainer:
             self.method = "copy of model and optimizer with the observed inputs and loss module"
             self._loss = self._observed_loss
             self.inputs, self.size = (observed.model_inputs, observed.criterion_targets), observed.input_size
+            if len(observed.criterion_targets) == 1:
+                self._recent = _observed_steps(agent, observed.criterion_targets[0], lambda t: (t,))
         elif observed.model_inputs is not None and observed.loss_function is not None:
             call, target, kwargs = observed.loss_function
+            key = observed.output_key
             self.method = f"copy of model and optimizer with the observed inputs and {call.__name__}"
-            self._loss = lambda model, batch: call(model(*batch[0][0], **batch[0][1]), batch[1], **kwargs)
+            self._loss = lambda model, batch: call(_item(model(*batch[0][0], **batch[0][1]), key), batch[1], **kwargs)
             self.inputs, self.size = (observed.model_inputs, target), observed.input_size
+            self._recent = _observed_steps(agent, target, lambda t: t)
         elif observed.model_inputs is not None and observed.loss_key is not None:
             key = observed.loss_key
             self.method = "copy of model and optimizer with the observed inputs and the loss the model returns"
@@ -230,13 +253,19 @@ class CopyTrainer:
                 "the loss was computed by code tuidebug cannot replay here (the script's loop is gone, and "
                 "no nn.Module loss was seen): add `tuidebug.watch(model, optimizer, loss_fn=lambda model, batch: ...)`")
         self.criterion = observed.criterion
+        self.output_key = observed.output_key
+        self.observed_inputs = "observed inputs" in self.method
         self.iterations = 0
         self._originals = (model, optimizer)
         self._schedulers = _step_schedulers(model, optimizer) if lightning is not None else []
         self.model, self.optimizer, self.schedulers = _copy(model, optimizer, self._schedulers)
 
     def prepare(self, examples: int | None = None) -> Any:
-        return self.inputs if examples is None else slice_batch(self.inputs, examples, self.size)
+        """The captured batch, or its first ``examples``; inputs observed at the model's call (no DataLoader
+        batch) are never cut: a sequence-first tensor or a full-batch model does not slice by rows."""
+        if examples is None or self.observed_inputs:
+            return self.inputs
+        return slice_batch(self.inputs, examples, self.size)
 
     def recent_batches(self) -> list[Any]:
         return list(getattr(self, "_recent", None) or [self.inputs])
@@ -255,6 +284,8 @@ class CopyTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         if adjust.train_mode:
             self.model.train()
+        if adjust.before_forward is not None:
+            adjust.before_forward(self.model)
         with adjust.mode() if adjust.mode else contextlib.nullcontext():
             loss = self._loss(self.model, batch)
         result.loss = float(loss.detach())
@@ -282,7 +313,7 @@ class CopyTrainer:
 
     def _observed_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         (args, kwargs), targets = batch
-        return self.criterion(model(*args, **kwargs), *targets)
+        return self.criterion(_item(model(*args, **kwargs), self.output_key), *targets)
 
     def named_parameters(self) -> list[tuple[str, torch.Tensor]]:
         return list(self.model.named_parameters())

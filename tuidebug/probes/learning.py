@@ -14,7 +14,7 @@ low). The thresholds, and why:
 - a trial "learns" when its loss ends below LEARNS of where it started, a clear fall over the few
   steps a trial runs; "no better" is within SAME of the other curve;
 - a layer is dead when DEAD_SHARE of its units are zero for every example of the batch;
-- a run "learns slowly" when its loss falls stretch after stretch by more than NOISE standard errors.
+- a run "learns slowly" when its loss falls stretch after stretch (``trials.steadily_falling``).
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ import inspect
 import math
 import re
 import statistics
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, NoPipeline, ProbeContext, ProbeOutcome, probe
-from tuidebug.probes.source import assignments, calls_named, freezes
-from tuidebug.probes.trials import finite, run_learns
+from tuidebug.probes.source import assignments, bias_inits, calls_named, enclosing_function, freezes, shuffles
+from tuidebug.probes.trials import finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
 
@@ -39,9 +39,13 @@ TINY_UPDATE = 1e-6
 LEARNS = 0.8
 SAME = 0.05
 DEAD_SHARE = 0.9
-NOISE = 3.0
 TRIAL_STEPS = 20
 RATE_FACTORS = (10.0, 100.0, 1000.0)
+# The labels check trains on a few batches, each seen many times: enough steps at the script's own
+# rate for a network to start memorising them, so that "learns nothing for another batch" is measured
+# on a model that moved (over a dozen recent batches, each seen once or twice, nothing is memorised).
+ALIGNMENT_BATCHES = 3
+ALIGNMENT_STEPS = 60
 SCHEDULES_PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR", "ReduceLROnPlateau", "CosineAnnealingLR",
                        "PolynomialLR", "LinearLR", "ConstantLR")
 MAX_ACTIVATION_SITES = 2  # a model with one softmax for the loss and one for predictions: both are worth a look
@@ -330,6 +334,9 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
     trainer.reset(ctx.break_state)
     measured = trainer.step(trainer.prepare(), Adjust(measure_update=True))
     ratio = measured.update_ratio
+    if measured.grad_norm == 0:
+        return ProbeOutcome(PASS, "the gradients are all zero: no learning rate would move the weights (not the "
+                            "rate's fault: see the dead-units check)", evidence)
     evidence.append(f"one step moves the weights by {ratio:.2g} of their size" if ratio is not None else
                     "the size of a step could not be measured")
     if last > 0 and ratio is None:
@@ -478,40 +485,100 @@ def dead_share(output: torch.Tensor) -> float:
     return float(1.0 - alive.any(dim=0).float().mean())
 
 
+class ReluLayers:
+    """Forward hooks on the model a trial trains: for each ReLU module, the share of its units that
+    are dead and the layer with parameters that ran just before it (the one that feeds it)."""
+
+    def __init__(self) -> None:
+        self.shares: dict[str, float] = {}
+        self.feeders: dict[str, str] = {}
+        self._last: str | None = None
+        self._handles: list[Any] = []
+
+    def attach(self, model: torch.nn.Module) -> None:
+        for name, module in model.named_modules():
+            if isinstance(module, (torch.nn.ReLU, torch.nn.ReLU6)):
+                self._handles.append(module.register_forward_hook(self._relu(f"{name} ({type(module).__name__})")))
+            elif next(module.parameters(recurse=False), None) is not None:
+                self._handles.append(module.register_forward_hook(self._layer(name)))
+
+    def _relu(self, label: str) -> Callable[..., None]:
+        def record(module: torch.nn.Module, args: Any, output: Any) -> None:
+            if isinstance(output, torch.Tensor) and output.dim() >= 2 and output.shape[0] > 1:
+                self.shares.setdefault(label, dead_share(output))
+                if self._last is not None:
+                    self.feeders.setdefault(label, self._last)
+        return record
+
+    def _layer(self, name: str) -> Callable[..., None]:
+        def record(module: torch.nn.Module, args: Any, output: Any) -> None:
+            self._last = name
+        return record
+
+    def detach(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+
 @probe("learning.activations", prefers_copy=True)
 def activations(ctx: ProbeContext) -> ProbeOutcome:
-    model = ctx.run.model
-    if model is None:
+    if ctx.run.model is None:
         return ProbeOutcome(INCONCLUSIVE, "no model seen")
-    names = {id(m): n for n, m in model.named_modules()}
-    shares: dict[str, float] = {}
-
-    def record(module: torch.nn.Module, args: Any, output: Any) -> None:
-        if isinstance(output, torch.Tensor) and output.dim() >= 2 and output.shape[0] > 1:
-            shares.setdefault(f"{names.get(id(module), '?')} ({type(module).__name__})", dead_share(output))
-
-    handles = [m.register_forward_hook(record) for m in model.modules() if isinstance(m, (torch.nn.ReLU, torch.nn.ReLU6))]
-    watch = ReluWatch()
+    layers, watch = ReluLayers(), ReluWatch()
     try:
         trainer = ctx.trainer
         trainer.reset(ctx.break_state)
-        trainer.step(trainer.prepare(), Adjust(mode=lambda: watch, lr_scale=0.0))
+        trainer.step(trainer.prepare(), Adjust(mode=lambda: watch, lr_scale=0.0, before_forward=layers.attach))
     finally:
-        for handle in handles:
-            handle.remove()
-    shares.update({f"relu at {site}": share for site, share in watch.layers.items() if not shares})
+        layers.detach()
+    shares = layers.shares or {f"relu at {site}": share for site, share in watch.layers.items()}
     if not shares:
         return ProbeOutcome(PASS, "no ReLU layer to check")
     evidence = [f"{name}: {share:.0%} of its units are zero for every example" for name, share in shares.items()]
     dead = [(name, share) for name, share in shares.items() if share >= DEAD_SHARE]
-    if dead:
-        name, share = dead[0]
-        return ProbeOutcome(FAIL, f"dead units: {share:.0%} of {name} output zero for every example, so no gradient "
-                            "flows through them", evidence,
-                            f"re-initialise the layer before {name.split(' ')[0]} (no large negative bias: "
-                            "nn.init.zeros_(bias)), lower the learning rate, or use nn.LeakyReLU",
-                            data={"cause": "dead_units", "layer": name})
-    return ProbeOutcome(PASS, "no layer of dead units", evidence)
+    if not dead:
+        return ProbeOutcome(PASS, "no layer of dead units", evidence)
+    name, share = dead[0]
+    feeder = layers.feeders.get(name)
+    summary = f"dead units: {share:.0%} of {name} output zero for every example, so no gradient flows through them"
+    if feeder is None:
+        return ProbeOutcome(FAIL, summary, evidence, "re-initialise the layer before it, lower the learning rate, "
+                            "or use nn.LeakyReLU", data={"cause": "dead_units", "layer": name})
+    return _revived(ctx, summary, evidence, name, feeder)
+
+
+def _revived(ctx: ProbeContext, summary: str, evidence: list[str], relu: str, feeder: str) -> ProbeOutcome:
+    """The dead layer's cause proven: the same steps with the bias of the layer that feeds it set to
+    zero (a fresh initialisation's) against the steps as written."""
+    params = dict(ctx.trainer.named_parameters())
+    bias = params.get(f"{feeder}.bias")
+    where = [site for path in sorted(ctx.run.facts.source_files) for site in bias_inits(path)]
+    data = {"cause": "dead_units", "layer": relu, "feeder": feeder}
+    if bias is None:
+        return ProbeOutcome(FAIL, summary, evidence, f"re-initialise {feeder} (it feeds {relu.split(' ')[0]}), lower "
+                            "the learning rate, or use nn.LeakyReLU", data=data)
+    values = bias.detach().float()
+    evidence.append(f"{feeder} feeds it; its bias: mean {float(values.mean()):.3g}, min {float(values.min()):.3g}, "
+                    f"max {float(values.max()):.3g}")
+    evidence += [f"a bias is set by hand at {site}" for site in where]
+
+    def zero_bias(model: torch.nn.Module) -> None:
+        if not zeroed:
+            zeroed.append(True)
+            torch.nn.init.zeros_(dict(model.named_parameters())[f"{feeder}.bias"].data)
+
+    zeroed: list[bool] = []
+    as_written = _trial(ctx, Adjust())
+    revived = _trial(ctx, Adjust(before_forward=zero_bias))
+    evidence += [f"replay as written: {_curve(as_written)}", f"... with {feeder}.bias set to 0: {_curve(revived)}"]
+    written, fixed = finite(as_written), finite(revived)
+    confirmed = bool(written and fixed) and not _learns(as_written) and _tail(fixed) < LEARNS * _tail(written)
+    fix = f"initialise {feeder}.bias to zero (nn.init.zeros_)" + (
+        f": the bias is set at {where[0].short} `{where[0].text}`" if where else "") + ", or use nn.LeakyReLU"
+    if confirmed:
+        summary += f"; with {feeder}.bias set to 0 the loss falls ({_curve(revived)})"
+    return ProbeOutcome(FAIL, summary, evidence, fix, data={**data, "confirmed": confirmed})
 
 
 # --- the run's trend and the labels -------------------------------------------------------
@@ -572,25 +639,12 @@ def trend(ctx: ProbeContext) -> ProbeOutcome:
                         data={"cause": "loss_not_decreasing"})
 
 
-def steadily_falling(losses: list[float], stretches: int = 5) -> bool:
-    """A slow but real fall: the loss's median falls from each fifth of the run to the next (at most one
-    exception), and from the first fifth to the last by more than NOISE standard errors of a fifth's
-    mean (the step-to-step scatter of the losses): noise around a flat loss gives neither."""
-    size = len(losses) // stretches
-    if size < 3:
-        return False
-    parts = [losses[i * size:(i + 1) * size] for i in range(stretches)]
-    medians = [statistics.median(part) for part in parts]
-    falls = sum(b < a for a, b in zip(medians, medians[1:]))
-    scatter = statistics.pstdev([v - m for part, m in zip(parts, medians) for v in part])
-    return falls >= stretches - 2 and medians[0] - medians[-1] > NOISE * scatter / math.sqrt(size)
-
-
 def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[str]) -> ProbeOutcome | None:
-    """Train on all but the last recent batch, with the labels as given and with them shuffled, and
-    measure the loss on the batch held out. Labels that follow the inputs generalise to it; labels
-    shuffled apart from the inputs (the run's own, if they are misaligned) do not."""
-    train, held_out = batches[:-1], batches[-1]
+    """Train on a few recent batches, with the labels as given and with them shuffled, and measure
+    the loss on the batch held out. Labels that follow the inputs generalise to it, better than
+    shuffled ones do; labels shuffled apart from the inputs (the run's own, if they are misaligned)
+    are memorised and help the held-out batch no more than shuffled ones."""
+    train, held_out = batches[-ALIGNMENT_BATCHES - 1:-1], batches[-1]
     real = _generalisation(ctx, train, held_out)
     shuffled = _generalisation(ctx, [_permuted(b, path) for b in train], held_out)
     if real is None or shuffled is None:
@@ -601,22 +655,40 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
                  f"{shuffled[2]:.4g} -> {shuffled[3]:.4g}"]
     memorises = real[1] < LEARNS * real[0]
     generalises = real[3] < (1 - SAME) * real[2]
-    if memorises and not generalises:
-        return ProbeOutcome(
-            FAIL, f"inputs and labels do not match: training fits the batches it sees (loss {real[0]:.4g} -> "
-            f"{real[1]:.4g}) but learns nothing for another batch (held-out {real[2]:.4g} -> {real[3]:.4g}), like "
-            "training on shuffled labels", evidence,
-            "keep each input with its own label: shuffle them together (one permutation, or a Dataset that returns "
-            "both), and check the indexing in __getitem__", data={"cause": "labels_misaligned", "confirmed": True})
-    return None
+    beats_shuffled = real[3] < (1 - SAME) * shuffled[3]
+    if not memorises or generalises or beats_shuffled:
+        return None
+    where = _near_the_loop(ctx, [site for file in sorted(ctx.run.facts.source_files) for site in shuffles(file)])
+    evidence += [f"one sequence is shuffled on its own at {site}" for site in where]
+    return ProbeOutcome(
+        FAIL, f"inputs and labels do not match: training fits the batches it sees (loss {real[0]:.4g} -> "
+        f"{real[1]:.4g}) but learns nothing for another batch (held-out {real[2]:.4g} -> {real[3]:.4g}; "
+        f"{shuffled[3]:.4g} after training on shuffled labels)", evidence,
+        "keep each input with its own label: shuffle them together (one permutation for both, or a Dataset that "
+        "returns both)" + (f": check {where[0].short} `{where[0].text}`" if where else ", and check the indexing in "
+                           "__getitem__"), data={"cause": "labels_misaligned", "confirmed": True})
+
+
+def _near_the_loop(ctx: ProbeContext, sites: list[Site]) -> list[Site]:
+    """``sites`` with those in the function that calls the model first (where the loop prepares its
+    data), then the rest in file order."""
+    loop = ctx.run.facts.model_site
+    if loop is None:
+        return sites
+    scope = enclosing_function(loop.path, loop.line)
+    return sorted(sites, key=lambda site: (site.path != loop.path or enclosing_function(site.path, site.line) != scope))
 
 
 def _generalisation(ctx: ProbeContext, train: list[Any], held_out: Any) -> tuple[float, float, float, float] | None:
-    """(train loss first, last, held-out loss before, after) for TRIAL_STEPS steps on ``train``."""
+    """(train loss first, last, held-out loss before, after) for ALIGNMENT_STEPS steps on ``train``."""
     trainer = ctx.trainer
     trainer.reset(ctx.break_state)
     before = trainer.step(held_out, Adjust(lr_scale=0.0)).loss
-    losses = [trainer.step(train[i % len(train)], Adjust()).loss for i in range(TRIAL_STEPS)]
+    losses = []
+    for index in range(ALIGNMENT_STEPS):
+        if ctx.cancelled() or ctx.time_left() <= 0:
+            return None
+        losses.append(trainer.step(train[index % len(train)], Adjust()).loss)
     after = trainer.step(held_out, Adjust(lr_scale=0.0)).loss
     values = finite(losses)
     if before is None or after is None or len(values) < 4:

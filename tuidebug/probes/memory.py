@@ -219,13 +219,23 @@ def _unmeasured(ctx: ProbeContext, why: str) -> ProbeOutcome:
     inputs = ctx.run.model_inputs()
     size = batch_size_of(inputs) if inputs is not None else None
     evidence = [f"the batch's memory could not be measured: {why}"]
-    grows = crash is not None and crash.kind == "oom" and size and any(
+    oom = crash is not None and crash.kind == "oom" and bool(size)
+    grows = oom and any(
         text.startswith(f"({size},") for text in crash.module_inputs + [o.split(": ", 1)[-1] for o in crash.operands])
-    if not grows:
+    first_step = oom and not ctx.history
+    if not grows and not first_step:
         return ProbeOutcome(INCONCLUSIVE, evidence[0], evidence)
-    evidence.append(f"the allocation failed on a tensor whose first dimension is the batch of {size}: it grows with "
-                    "the batch")
-    return ProbeOutcome(FAIL, f"the batch of {size} does not fit: the failing allocation grows with the batch", evidence,
+    if grows:
+        evidence.append(f"the allocation failed on a tensor whose first dimension is the batch of {size}: it grows "
+                        "with the batch")
+        summary = f"the batch of {size} does not fit: the failing allocation grows with the batch"
+    else:  # nothing could have piled up across steps: the step's own activations, which scale with the batch
+        evidence.append("no step completed before the run ran out of memory: nothing was kept across steps, the "
+                        f"first step itself does not fit at a batch of {size}")
+        summary = f"the batch of {size} does not fit: the very first step ran out of memory"
+    if ctx.run.facts.model_site:
+        evidence.append(f"the model is called with the batch of {size} at {ctx.run.facts.model_site}")
+    return ProbeOutcome(FAIL, summary, evidence,
                         f"use batch_size={max(1, size // 2)} or less (keep the effective batch with gradient accumulation)",
                         data={"cause": "batch_too_large", "batch": size})
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from tuidebug.batches import batch_size_of
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, ProbeContext, ProbeOutcome, probe
-from tuidebug.probes.trials import run_learns, run_trend
+from tuidebug.probes.trials import finite, run_learns, run_trend, steadily_falling
 
 RATIO = 0.05
 ABSOLUTE = 0.01
@@ -73,7 +73,7 @@ def weighed_against_the_run(ctx: ProbeContext, outcome: ProbeOutcome) -> ProbeOu
     optimizer moves them (a warm-up, a small rate). Frozen or non-finite curves stand as they are."""
     if outcome.data.get("outcome") not in ("cannot_fit", "still_improving"):
         return outcome
-    if not run_learns(ctx, RUN_FALLS):
+    if not run_learns(ctx, RUN_FALLS) and not steadily_falling(finite([step.loss for step in ctx.history])):
         return outcome
     first, last, steps = run_trend(ctx)
     return ProbeOutcome(INCONCLUSIVE, outcome.summary.split(";")[0] + f"; but the run itself learns (loss {first:.4g} "

@@ -165,6 +165,44 @@ def freezes(path: str) -> list[Site]:
     return sorted(set(lines), key=lambda site: site.line)
 
 
+def bias_inits(path: str) -> list[Site]:
+    """The lines of ``path`` that set a bias by hand: ``layer.bias.data = ...``, ``layer.bias =
+    nn.Parameter(...)``, ``layer.bias.data.fill_(...)`` or ``nn.init.constant_(layer.bias, ...)``."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+
+    def bias(node: ast.AST) -> bool:
+        while isinstance(node, ast.Attribute):
+            if node.attr == "bias":
+                return True
+            node = node.value
+        return False
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(bias(target) for target in targets):
+                lines.append(Site(path, node.lineno, ""))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_") \
+                and (bias(node.func.value) or any(bias(arg) for arg in node.args[:1])):
+            lines.append(Site(path, node.lineno, ""))
+    return sorted(set(lines), key=lambda site: site.line)
+
+
+def shuffles(path: str) -> list[Site]:
+    """The lines of ``path`` that shuffle one sequence in place: ``random.shuffle(x)``,
+    ``np.random.shuffle(x)`` (its partner, the labels, is not shuffled with it by that call)."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+    lines = [Site(path, node.lineno, "") for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "shuffle"
+             and len(node.args) == 1 and isinstance(node.args[0], (ast.Name, ast.Attribute, ast.Subscript))]
+    return sorted(set(lines), key=lambda site: site.line)
+
+
 def enclosing_function(path: str, line: int) -> str | None:
     """The name of the innermost function of ``path`` whose body holds ``line``."""
     tree = _tree(path)

@@ -158,6 +158,25 @@ def run_learns(ctx: ProbeContext, falls: float) -> bool:
     return trend is not None and trend[2] >= RUN_STEPS and 0 < trend[0] and trend[1] < falls * trend[0]
 
 
+# A slow fall is real when the first fifth's median is above the last's by more than NOISE standard
+# errors of a fifth's mean: step-to-step noise around a flat loss does not get there.
+NOISE = 3.0
+
+
+def steadily_falling(losses: list[float], stretches: int = 5) -> bool:
+    """A slow but real fall: the loss's median falls from each fifth of the run to the next (at most one
+    exception), and from the first fifth to the last by more than NOISE standard errors of a fifth's
+    mean (the step-to-step scatter of the losses): noise around a flat loss gives neither."""
+    size = len(losses) // stretches
+    if size < 3:
+        return False
+    parts = [losses[i * size:(i + 1) * size] for i in range(stretches)]
+    medians = [statistics.median(part) for part in parts]
+    falls = sum(b < a for a, b in zip(medians, medians[1:]))
+    scatter = statistics.pstdev([v - m for part, m in zip(parts, medians) for v in part])
+    return falls >= stretches - 2 and medians[0] - medians[-1] > NOISE * scatter / math.sqrt(size)
+
+
 def finite(values: list[float | None]) -> list[float]:
     return [v for v in values if v is not None and math.isfinite(v)]
 
