@@ -17,6 +17,7 @@ from textual.widgets.tree import TreeNode
 
 from tuidebug.launcher import ChildRun
 from tuidebug.screens.inspector import InspectorScreen
+from tuidebug.screens.shapes import ShapeTraceScreen
 from tuidebug.screens.verdict import VerdictScreen
 from tuidebug.session import Session
 from tuidebug.tree import Node, Walk
@@ -81,6 +82,7 @@ class TreeScreen(Screen[None]):
         Binding("c", "cancel", "Cancel", id="tree.cancel", tooltip="Cancel the running probe"),
         Binding("v", "verdict", "Verdict", id="tree.verdict", tooltip="The verdict, the report and the reproduction"),
         Binding("i", "inspect", "Inspect", id="tree.inspect", tooltip="The paused batch, tensor by tensor"),
+        Binding("t", "shapes", "Shapes", id="tree.shapes", tooltip="One forward pass traced: every module's shapes"),
         Binding("escape,d", "app.pop_screen", "Back", id="tree.back", tooltip="Back to the dashboard"),
     ]
 
@@ -220,6 +222,9 @@ class TreeScreen(Screen[None]):
 
     def action_inspect(self) -> None:
         self.app.push_screen(InspectorScreen(self.run))
+
+    def action_shapes(self) -> None:
+        self.app.push_screen(ShapeTraceScreen(self.run))
 
     def action_verdict(self) -> None:
         if self.walk.verdict is None:

@@ -4,10 +4,13 @@ verdict and its saved report, the batch inspector."""
 from __future__ import annotations
 
 
-from conftest import EXAMPLES, SCRIPTS, wait_for
+from textual.widgets import DataTable
+
+from conftest import EXAMPLES, ROOT, SCRIPTS, wait_for
 from pilot import screen_text, shows, until
 from tuidebug.app import TuidebugApp
 from tuidebug.screens.inspector import InspectorScreen, picture
+from tuidebug.screens.shapes import ShapeTraceScreen
 from tuidebug.screens.tree import TreeScreen
 from tuidebug.screens.verdict import VerdictScreen
 
@@ -71,3 +74,19 @@ async def test_the_inspector_shows_the_paused_batch(start_run):
 
 def test_pictures_go_dark_to_light_without_colour():
     assert picture([[0.0, 0.5, 1.0]]) == "  ++@@"
+
+
+async def test_the_shape_trace_screen_marks_the_call_that_raised(start_run):
+    run, session = start_run(ROOT / "corpus" / "shape" / "shape_vgg_blocks_mnist_28px.py")
+    wait_for(lambda: session.state in ("paused", "ended", "crashed"), 90, "the shape error")
+    app = TuidebugApp(run)
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(TreeScreen(run))
+        await shows(pilot, "Single-batch overfit test")
+        await pilot.press("t")
+        await until(pilot, lambda: isinstance(app.screen, ShapeTraceScreen), "the shape trace screen")
+        await shows(pilot, "Shape trace:", "classifier.0", "FAILED", "(64, 128)", timeout=60)
+        table = app.screen.query_one(DataTable)
+        assert "classifier.0" in str(table.get_row_at(table.cursor_row)[1])  # the cursor on the culprit
+        await pilot.press("escape")
+        assert isinstance(app.screen, TreeScreen)

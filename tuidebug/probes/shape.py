@@ -96,18 +96,22 @@ def trace(ctx: ProbeContext) -> ProbeOutcome:
     if model is None or inputs is None:
         return ProbeOutcome(INCONCLUSIVE, "no model call seen to trace")
     names = {id(m): n or type(m).__name__ for n, m in model.named_modules()}
-    rows: list[str] = []
-    depth = [0]
+    rows: list[dict[str, Any]] = []
+    open_rows: list[int] = []  # the rows of the calls under way, outermost first
 
     def before(module: torch.nn.Module, args: Any) -> None:
-        depth[0] += 1
+        index = -1
+        if len(rows) < TRACE_ROWS:
+            rows.append({"module": names[id(module)], "type": type(module).__name__, "depth": len(open_rows),
+                         "input": _shapes(args), "output": None, "dtype": "-",
+                         "params": sum(p.numel() for p in module.parameters(recurse=False))})
+            index = len(rows) - 1
+        open_rows.append(index)
 
     def after(module: torch.nn.Module, args: Any, output: Any) -> None:
-        depth[0] -= 1
-        if len(rows) < TRACE_ROWS and id(module) in names:
-            params = sum(p.numel() for p in module.parameters(recurse=False))
-            rows.append(f"{names[id(module)]} {type(module).__name__}: in {_shapes(args)} -> "
-                        f"{'FAILED' if output is None else _shapes(output)}" + (f", {params:,} params" if params else ""))
+        index = open_rows.pop() if open_rows else -1
+        if index >= 0 and output is not None:  # None: the call raised (``always_call``)
+            rows[index].update(output=_shapes(output), dtype=_dtype(output))
 
     handles = [m.register_forward_pre_hook(before) for m in model.modules()]
     handles += [m.register_forward_hook(after, always_call=True) for m in model.modules()]
@@ -127,7 +131,7 @@ def trace(ctx: ProbeContext) -> ProbeOutcome:
     finally:
         for handle in handles:
             handle.remove()
-    evidence = [f"trace: {row}" for row in rows]
+    evidence = [f"trace: {row_text(row)}" for row in rows]
     data: dict[str, Any] = {"rows": rows}
     if error:
         evidence.append(f"the forward raised: {error}")
@@ -140,6 +144,17 @@ def trace(ctx: ProbeContext) -> ProbeOutcome:
     if error:
         return ProbeOutcome(FAIL, f"the forward fails: {error}", evidence, data={**data, "cause": "shape_mismatch"})
     return ProbeOutcome(PASS, f"the forward runs: {len(rows)} module call(s) traced", evidence, data=data)
+
+
+def row_text(row: dict[str, Any]) -> str:
+    """One traced module call as a line: ``classifier.0 Linear: in (64, 128) -> FAILED, 65,664 params``."""
+    params = f", {row['params']:,} params" if row["params"] else ""
+    return f"{row['module']} {row['type']}: in {row['input']} -> {row['output'] or 'FAILED'}{params}"
+
+
+def _dtype(value: Any) -> str:
+    tensors = tensors_of(value if isinstance(value, (list, tuple)) else [value])
+    return str(tensors[0].dtype).removeprefix("torch.") if tensors else "-"
 
 
 def _shapes(value: Any) -> str:
