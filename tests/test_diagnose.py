@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, tuidebug_command
+from conftest import EXAMPLES, SCRIPTS, tuidebug_command
 
 KEYS = {"failure_class", "cause", "summary", "fix", "evidence", "checks", "reproduction", "confirmed", "validated",
         "steps", "partial"}
@@ -206,3 +206,14 @@ def test_a_bundle_that_cannot_be_written_is_reported_with_the_reason(tmp_path):
     report = json.loads(out.read_text())
     assert result.returncode == 1 and report["failure_class"] == "nan" and report["reproduction"] is None
     assert any("cannot write the bundle into" in line and "not_a_folder" in line for line in report["evidence"])
+
+
+def test_a_script_that_reads_stdin_is_told_that_diagnose_gives_it_none(tmp_path):
+    out = tmp_path / "report.json"
+
+    result = subprocess.run([*tuidebug_command(), "diagnose", "--json", str(out), str(SCRIPTS / "pat_stdin.py")],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+
+    report = json.loads(out.read_text())
+    assert result.returncode == 1 and (report["failure_class"], report["cause"]) == ("crash", "exception")
+    assert "pat_stdin.py:8" in report["summary"] and "--headless" in report["fix"]

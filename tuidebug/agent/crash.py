@@ -13,6 +13,7 @@ import ast
 import linecache
 import re
 import resource
+import sys
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -160,7 +161,21 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
             crash.fix = f"pass the number of classes to F.one_hot at {site}: F.one_hot(labels, num_classes=C)"
         elif reshape:
             crash.fix = reshape[1]
+    elif _read_empty_stdin(exc, found[0] if found else None):
+        crash.findings.append("the script reads its standard input, which tuidebug does not connect here (the screen "
+                              "and diagnose own the terminal): input() met the end of it at once")
+        crash.fix = ("give the value another way (a command-line argument or an environment variable), or run it "
+                     "under `tuidebug --headless`, which leaves stdin to the script")
     return crash
+
+
+def _read_empty_stdin(exc: BaseException, site: Site | None) -> bool:
+    """The script read its standard input where tuidebug gives it none (``input()`` met its end, or the
+    empty line read from ``sys.stdin`` did not parse)."""
+    if sys.stdin is not None and sys.stdin.isatty():
+        return False
+    reads = site is not None and ("input(" in site.text or "stdin" in site.text)
+    return isinstance(exc, EOFError) or (reads and isinstance(exc, ValueError))
 
 
 def operands_on_line(site: Site, frame: FrameType) -> list[str]:
