@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from conftest import EXAMPLES, ROOT, SCRIPTS
@@ -75,3 +77,21 @@ def test_a_crash_at_80x24_without_colour_exits_with_the_script_code(terminal):
     terminal.wait_for("CRASHED, CODE 1", "ValueError: boom", "⡇ raw", "c Chart")
     terminal.press("q")
     terminal.wait_for("tuidebug exited 1")
+
+
+def test_a_hangup_closes_the_screen_and_the_run_trains_on(terminal, tmp_path):
+    """The terminal closed (SIGHUP): tuidebug leaves, the script trains to its end, its output in the log."""
+    script = SCRIPTS / "pat_steps.py"
+    terminal.start(f"XDG_CACHE_HOME={tmp_path} {TUIDEBUG} {script} --steps 150 --sleep 0.05")
+    terminal.wait_for("step 3 loss")
+    [screen] = [p for p in psutil.process_iter(["cmdline"])
+                if str(TUIDEBUG) in (p.info["cmdline"] or [])[1:2] and str(script) in (p.info["cmdline"] or [])]
+    [child] = screen.children()
+
+    screen.send_signal(signal.SIGHUP)
+
+    terminal.wait_for(f"tuidebug exited {128 + signal.SIGHUP}")
+    assert child.is_running()
+    child.wait(60)  # not tuidebug's own child any more: no exit code to read, the log says how it ended
+    [log] = (tmp_path / "tuidebug" / "logs").glob("pat_steps-*.log")
+    assert "step 150 loss" in log.read_text()

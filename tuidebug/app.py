@@ -6,6 +6,8 @@ still importing torch.
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from importlib.resources import files
 from typing import Any
 
@@ -31,9 +33,19 @@ class TuidebugApp(App[None]):
         self.child = run
         self.feed = Feed(run.session)
         self.break_on_nan = break_on_nan
+        self.detached_by: int | None = None  # the signal that closed the screen, leaving the run to train on
 
     def on_mount(self) -> None:
         self.push_screen(DashboardScreen(self.child, self.feed, self.break_on_nan))
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGHUP, signal.SIGTERM):
+            loop.add_signal_handler(signum, self._detach, signum)
+
+    def _detach(self, signum: int) -> None:
+        """The terminal closed (SIGHUP) or tuidebug was told to stop (SIGTERM): the screen goes, the run
+        trains on (its output into its log file; ``--stop-on-disconnect`` makes it stop instead)."""
+        self.detached_by = signum
+        self.exit()
 
     def on_ready(self) -> None:
         if self.child.process is None:
@@ -65,7 +77,12 @@ def run_app(target: Target, agent_options: dict[str, Any], mouse: bool = True) -
     try:
         app.run(mouse=mouse)
     finally:
-        code = _finish(run)
+        if app.detached_by is not None:
+            run.server.close()  # the private socket folder goes; the child is left to train
+        else:
+            code = _finish(run)
+    if app.detached_by is not None:
+        return 128 + app.detached_by
     return app.return_code or exit_status(code)  # Textual's 1 if the app itself failed
 
 
