@@ -111,8 +111,8 @@ class ReplayTrainer:
 
 def _copy(model: torch.nn.Module, optimizer: Any, schedulers: list[Any] = ()) -> tuple[torch.nn.Module, Any, list[Any]]:
     """A deep copy of (model, optimizer), the links between them kept. A LightningModule's copy shares
-    its Trainer (which holds the whole run, and which training_step may ask for): what the copy logs
-    goes to the real run's logger, and the snapshot restores the schedulers it may step. Tensors with
+    its Trainer (which holds the whole run, and which training_step may ask for): its log calls are
+    dropped (``_quiet``), and the snapshot restores the schedulers it may step. Tensors with
     a graph that modules keep in their attributes (outputs collected for the epoch's end) cannot be
     deep-copied: the copy shares them, detached."""
     trainer = model.__dict__.get("_trainer")
@@ -193,9 +193,15 @@ def _observed_steps(agent: Agent, target: Any, as_targets: Any) -> list[Any]:
     return [((s.args, s.kwargs), as_targets(s.targets[0])) for s in steps if s.targets and like(s.targets[0])]
 
 
+def _quiet(*args: Any, **kwargs: Any) -> None:
+    """The copy's ``self.log()``: dropped. Outside the Trainer's fit loop (after it ended, or between its
+    hooks) Lightning refuses a log call, and the probes' steps have no place in the run's logs anyway."""
+
+
 def _training_step_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+    model.log = model.log_dict = _quiet  # on the copy's instance only
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # self.log() without a Trainer warns on every call
+        warnings.simplefilter("ignore")
         output = model.training_step(batch, 0)
     loss = output.get("loss") if isinstance(output, dict) else output
     if not isinstance(loss, torch.Tensor):

@@ -10,7 +10,7 @@ low). The thresholds, and why:
 - a learning rate has "collapsed" when it is below LR_COLLAPSE of its first value: a schedule
   meant to decay over epochs, stepped every batch, gets there within the first epoch;
 - an update smaller than TINY_UPDATE of the weights' size moves nothing (healthy steps are about
-  1e-3 of the weights);
+  1e-3 of the weights); below SMALL_UPDATE the raised-rate trials decide;
 - a trial "learns" when its loss ends below LEARNS of where it started, a clear fall over the few
   steps a trial runs; "no better" is within SAME of the other curve;
 - a layer is dead when DEAD_SHARE of its units are zero for every example of the batch;
@@ -36,6 +36,9 @@ from tuidebug.sites import Site
 
 LR_COLLAPSE = 1e-3
 TINY_UPDATE = 1e-6
+# Healthy steps move the weights by about 1e-3 of their size; below SMALL_UPDATE (a decade under the low
+# end of that) the rate is a suspect, and the raised-rate trials decide whether it is the cause.
+SMALL_UPDATE = 1e-4
 LEARNS = 0.8
 SAME = 0.05
 DEAD_SHARE = 0.9
@@ -341,7 +344,7 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
                     "the size of a step could not be measured")
     if last > 0 and ratio is None:
         return ProbeOutcome(INCONCLUSIVE, "the size of a step could not be measured (no gradient to apply?)", evidence)
-    if last > 0 and ratio >= TINY_UPDATE:
+    if last > 0 and ratio >= SMALL_UPDATE:
         return ProbeOutcome(PASS, f"the rate ({last:.3g}) moves the weights by {ratio:.2g} of their size a step", evidence)
     origin = rate_origin(facts)
     evidence += origin
@@ -362,6 +365,9 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
                             "set a learning rate above 0 (1e-3 for Adam, 1e-2 to 1e-1 for SGD are usual starts)"
                             + (f": check {origin[-1].split(': ', 1)[-1]}" if origin else ""),
                             data={"cause": "learning_rate_too_low"})
+    if ratio >= TINY_UPDATE:
+        return ProbeOutcome(PASS, f"the steps are small ({ratio:.2g} of the weights), but higher rates did not help "
+                            "either: not the cause", evidence)
     return ProbeOutcome(FAIL, f"the steps are tiny ({ratio:.2g} of the weights), and higher rates did not help either",
                         evidence, "raise the learning rate", data={"cause": "learning_rate_too_low", "confirmed": False})
 
@@ -381,6 +387,7 @@ def rate_origin(facts: Any) -> list[str]:
             for assigned in assignments(full, name):
                 if assigned.line <= int(line):
                     lines.append(f"the rate `{match.group(1)}` is assigned at: {Site(full, assigned.line, '')}")
+    lines += [f"{kind} created at {site} sets the rate the optimizer applies" for kind, site in facts.scheduler_sites[-1:]]
     return lines
 
 
