@@ -127,6 +127,10 @@ class RunView(Protocol):
     def known_models(self) -> list[torch.nn.Module]:
         """Every model the hooks have seen, in the order they were first called."""
 
+    def trained_module(self) -> torch.nn.Module | None:
+        """The module holding every parameter the optimizer trains: the model, or the module whose own
+        method calls the parts the hooks saw (``model.calculate_loss(batch)``)."""
+
     def checkpoint_before_failure(self) -> tuple[int, Any, int] | None:
         """(step, state, steps from it to the failure) of the rolling checkpoint to replay from."""
 

@@ -27,6 +27,7 @@ def build_report(walk: Walk, session: Session, reproduction: str | None, partial
     evidence = [f"branch: {walk.branch} ({walk.reason})"] + _run_evidence(session, walk.branch)
     if deciding is not None:
         evidence += deciding.evidence
+        evidence += _agreeing(walk, check)
         evidence += _other_fixes(walk, check)
     if verdict.cause in NO_CAUSE or deciding is None:
         evidence += _every_check(walk, skip=check)
@@ -61,6 +62,17 @@ def deciding_check(walk: Walk) -> str | None:
     failed = [node_id for node_id in walk.path if walk.status(node_id) == "fail"
               and (node_id != "overfit" or gate_named_it)]  # the gate's failure names no other verdict
     return failed[-1] if failed else None
+
+
+def _agreeing(walk: Walk, chosen: str) -> list[str]:
+    """Other failed checks that name the same cause: what each adds (the trace of a folded batch names
+    the reshape whose operands the failing loss only implies)."""
+    cause = walk.results[chosen].data.get("cause")
+    lines = []
+    for node_id, result in walk.results.items():
+        if node_id != chosen and result.status == "fail" and cause and result.data.get("cause") == cause:
+            lines += [f"{node_id}: {result.summary}"] + result.evidence[:6]
+    return lines
 
 
 def _other_fixes(walk: Walk, chosen: str) -> list[str]:

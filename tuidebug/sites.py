@@ -6,11 +6,14 @@ torch, of a framework (Lightning, accelerate, ...), of the standard library or o
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import linecache
 import os
 import sys
 import sysconfig
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import FrameType, TracebackType
 
@@ -82,3 +85,22 @@ def innermost_user_site(tb: TracebackType | None) -> tuple[Site, FrameType] | No
             found = (Site(frame.f_code.co_filename, tb.tb_lineno, frame.f_code.co_name), frame)
         tb = tb.tb_next
     return found
+
+
+_ON_BEHALF: contextvars.ContextVar[Site | None] = contextvars.ContextVar("tuidebug_on_behalf", default=None)
+
+
+@contextlib.contextmanager
+def on_behalf_of(site: Site | None) -> Iterator[None]:
+    """tuidebug calls the user's loss on their behalf (a replay on a copy): the ops it runs belong to
+    ``site``, the line where the script itself computes that loss."""
+    token = _ON_BEHALF.set(site)
+    try:
+        yield
+    finally:
+        _ON_BEHALF.reset(token)
+
+
+def behalf_site() -> Site | None:
+    """The user's line a replayed call stands for (see ``on_behalf_of``), or None."""
+    return _ON_BEHALF.get()

@@ -99,6 +99,7 @@ class Observed:
     output_items: list[tuple[Any, weakref.ref]] = field(default_factory=list)  # (key, tensor) of a tuple/dict output
     output_key: Any = None  # the item of a tuple/dict output that the replayable loss takes (``(logits, hidden)``)
     loss_key: Any = None  # the key of the model's output that went backward (a model returning its loss)
+    loss_site: Site | None = None  # where the script computes the replayable loss (criterion or function)
     watch_loss: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None
     stateful: list[weakref.ref] = field(default_factory=list)  # LR schedulers, grad scalers, in creation order
     module_names: dict[int, str] = field(default_factory=dict)  # id(module) -> its path in the model
@@ -176,6 +177,8 @@ class Agent:
         self._loss_calls = 0
         self._backward_calls = 0
         self._backward_since_step = 0
+        self._zeroed: tuple[int, str] | None = None  # (backward passes so far, site) of the latest zero_grad after a backward
+        self._backward_at_step: dict[int, int] = {}  # id(optimizer) -> backward passes so far at its latest step
         self._norms: list[torch.Tensor] = []
         self._layer: tuple[list[str], list[torch.Tensor]] | None = None
         self._stepped = False
@@ -187,7 +190,10 @@ class Agent:
         self._skips_reported = 0
         self._fingerprint: torch.Tensor | None = None
         self._watched_backwards = 0
+        self._leaves: list[torch.Tensor] = []  # without a model: the tensors the loss's graph accumulates into
         self._lightning: weakref.ref | None = None
+        self._owner: torch.nn.Module | None = None  # see trained_module(); kept, as the models are
+        self._datasets: dict[int, Any] = {}  # id(loader) -> its dataset, kept after the loader is gone
         self.failed_module: FailedModule | None = None  # the innermost module whose forward raised
         self.failed_loss: FailedLoss | None = None  # the loss call that raised
 
@@ -225,9 +231,10 @@ class Agent:
         return bool(self.batches) and self.batches[-1].step >= self.step + 1 - LOADER_RECENT
 
     def dataset(self) -> Any:
-        loader_ref = self.loaders.get(self.batches[-1].source) if self.batches else None
+        source = self.batches[-1].source if self.batches else None
+        loader_ref = self.loaders.get(source)
         loader = loader_ref() if loader_ref is not None else None
-        return getattr(loader, "dataset", None)
+        return getattr(loader, "dataset", None) if loader is not None else self._datasets.get(source)
 
     def lightning_module(self) -> torch.nn.Module | None:
         """The LightningModule that trains the current model, if the loop is Lightning's: the model
@@ -255,6 +262,23 @@ class Agent:
 
     def known_models(self) -> list[torch.nn.Module]:
         return list(self.observed.models)
+
+    def trained_module(self) -> torch.nn.Module | None:
+        return self._owner if self._owner is not None else self.model
+
+    def _find_owner(self, optimizer: torch.optim.Optimizer) -> None:
+        """At an optimizer's first step, while the loop's frames exist: when the model seen does not hold
+        all the optimizer's parameters (its parts are called from a method of its own), the smallest
+        module the user's frames name that does."""
+        held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        model = self.model
+        if model is None or held <= {id(p) for p in model.parameters()}:
+            return
+        scopes = [frame.f_locals for frame in self.user_frames()]
+        owners = [m for scope in scopes for m in list(scope.values()) if isinstance(m, torch.nn.Module)
+                  and any(c is model for c in m.modules()) and held <= {id(p) for p in m.parameters()}]
+        if owners:
+            self._owner = min(owners, key=lambda m: sum(1 for _ in m.parameters()))
 
     def can_replay(self) -> bool:
         live = self.script_running and self.control.holding != "ended"
@@ -300,6 +324,7 @@ class Agent:
             found, key = seen.key_in_output(args[0])
             if found:  # the loss of the model's own output: replayable on a copy
                 seen.criterion, seen.criterion_targets, seen.output_key = module, tuple(args[1:]), key
+                seen.loss_site = user_site()
 
     def on_model_call(self, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         """The model is called (its own pre-hook, with kwargs): remember the inputs; while a probe
@@ -311,6 +336,7 @@ class Agent:
             return inputs.args, inputs.kwargs
         self.observed.model_inputs = (args, kwargs)
         self.observed.input_size = batch_size_of((args, kwargs))
+        self.facts.observe_call_size([t for _, t in tensors_in((args, kwargs))], user_site)
         if self.facts.model_site is None:
             self.facts.model_site = user_site()
         if self.batches and sampled(self.step + 1):
@@ -355,6 +381,7 @@ class Agent:
             found, key = seen.key_in_output(input)
             if found:
                 seen.loss_function, seen.output_key = (call, target, kwargs), key
+                seen.loss_site = seen.loss_site or user_site()
         index = self._loss_calls
         self._loss_calls += 1
         self._loss_targets.append(target)
@@ -397,6 +424,13 @@ class Agent:
         frame = caller.f_back if caller is not None and caller.f_code.co_name == "eval" else caller
         if frame is not None and is_user_file(frame.f_code.co_filename):
             self.facts.eval_sites[id(module)] = str(Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+
+    def on_zero_grad(self) -> None:
+        """``optimizer.zero_grad()`` / ``model.zero_grad()``: where, when a backward ran since the last step
+        (the step check names a zero_grad that wipes the gradients between backward and step)."""
+        if self._backward_since_step:
+            site = user_site()
+            self._zeroed = (self.facts.backward_total, str(site) if site else "?")
 
     def on_one_hot(self, num_classes: int, width: int) -> None:
         if num_classes == -1:
@@ -477,6 +511,8 @@ class Agent:
 
     def on_loader(self, loader: Any) -> None:
         self.loaders[id(loader)] = weakref.ref(loader)
+        if self._datasets.get(id(loader)) is None:  # the dataset outlives its loader (post-mortem checks read it)
+            self._datasets[id(loader)] = getattr(loader, "dataset", None)
         try:
             self.facts.epoch_length = len(loader)
         except TypeError:  # an iterable dataset has no length
@@ -524,7 +560,7 @@ class Agent:
         if self._backward_since_step == 0:
             self._check_stale_grads()
         if self._primary is None and not self.manual_updates:
-            self._watch_manual_updates()
+            self._watch_manual_updates(tensor)
         self._backward_since_step += 1
         self.facts.backward_total += 1
         if self.manual_updates and self._losses:
@@ -553,13 +589,18 @@ class Agent:
         self.facts.stale_grads.append((self.step + 1, stale))
         del self.facts.stale_grads[:-50]
 
-    def _watch_manual_updates(self) -> None:
+    def _watch_manual_updates(self, loss: torch.Tensor) -> None:
         """While no optimizer has been seen: did the parameters change since the last backward? (One
-        fused norm over all of them: an update by hand may touch only some rows.)"""
-        model = self.model
-        if model is None or self._watched_backwards >= MANUAL_PROBES:
+        fused norm over all of them: an update by hand may touch only some rows.) Without an nn.Module
+        (plain tensors, makemore-style), the parameters are the leaves the loss's graph accumulates into."""
+        if self._watched_backwards >= MANUAL_PROBES:
             return
-        params = [p.detach() for p in model.parameters() if p.requires_grad]
+        model = self.model
+        if model is not None:
+            params = [p.detach() for p in model.parameters() if p.requires_grad]
+        else:
+            self._leaves = self._leaves or graph_leaves(loss)
+            params = [p.detach() for p in self._leaves]
         if not params:
             return
         self._watched_backwards += 1
@@ -574,9 +615,10 @@ class Agent:
 
     def after_backward(self) -> None:
         """After the outermost backward, in loops that update by hand: the step's gradient norms."""
-        if not self.manual_updates or self.probes.replaying or self.model is None:
+        if not self.manual_updates or self.probes.replaying or (self.model is None and not self._leaves):
             return
-        params = [p for p in self.model.parameters() if p.grad is not None and not p.grad.is_sparse]
+        tensors = self.model.parameters() if self.model is not None else self._leaves
+        params = [p for p in tensors if p.grad is not None and not p.grad.is_sparse]
         self._norms = per_parameter_norms(params)
         if self._wants_layers():
             self._layer = ([self._param_name(p, i) for i, p in enumerate(params)], self._norms)
@@ -604,6 +646,14 @@ class Agent:
         self.facts.leak_holders, self.facts.leak_step = found, self.step
         return [h.text() for h in found[:3]]
 
+    def on_out_of_memory(self, frames: list[Any]) -> None:
+        """The script ran out of memory; its frames still exist: tensors in them that gather the model
+        outputs of several forward passes with their graphs (the leak check names them)."""
+        try:
+            self.facts.gathered = holders.piled(frames, self.step + 1, max(1, self.facts.outputs_per_step))
+        except Exception as exc:  # evidence only: the script's own exception is what matters
+            self.event("error", f"could not search the failing frames: {type(exc).__name__}: {exc}")
+
     def current_losses(self) -> list[torch.Tensor]:
         """The losses of the step in progress (at a break, the failing one)."""
         return list(self._losses)
@@ -617,6 +667,7 @@ class Agent:
         if optimizer not in self.optimizers:
             self.optimizers.append(optimizer)
             self.facts.optimizers = len(self.optimizers)
+            self._find_owner(optimizer)
             groups = len(optimizer.param_groups)
             self.event("optimizer", f"{type(optimizer).__name__} with {groups} param group(s)")
         if self._primary is None:
@@ -641,6 +692,7 @@ class Agent:
         """The gradients the optimizer is about to apply: their norms, and a break if not finite."""
         params = parameters_with_grad(optimizer)
         step = self.step + 1
+        self._check_wiped(optimizer, params)
         if step == 1 and not self.checkpoints and self.config.break_on_nan:
             self.checkpoints.append((0, self.take_snapshot()))  # the state before the first update
         if optimizer is self._primary() and self.model is not None and sampled(step):
@@ -656,6 +708,20 @@ class Agent:
         if self._wants_layers() and optimizer is self._primary():
             self._layer = ([self._param_name(p, i) for i, p in enumerate(params)], norms)
         self._check_gradients_finite(norms)
+
+    def _check_wiped(self, optimizer: torch.optim.Optimizer, params: list[torch.Tensor]) -> None:
+        """A zero_grad after this step's backward passes, with no backward since: the step applies nothing."""
+        zeroed, backward_total = self._zeroed, self.facts.backward_total
+        previous = self._backward_at_step.get(id(optimizer), 0)
+        self._backward_at_step[id(optimizer)] = backward_total
+        if zeroed is None or zeroed[0] != backward_total or backward_total <= previous:
+            return
+        with torch.no_grad():
+            if params and bool(torch.stack([p.grad.detach().abs().sum() for p in params]).sum() != 0):
+                return
+        site = user_site()
+        self.facts.wiped_grads.append((self.step + 1, zeroed[1], str(site) if site else "?"))
+        del self.facts.wiped_grads[:-20]
 
     def _check_gradients_finite(self, norms: list[torch.Tensor]) -> None:
         if self.config.break_on_nan and norms:
@@ -802,3 +868,19 @@ def to_step(record: PendingStep) -> Step:
     if record.layer_norms is not None:
         step.layer_norms = dict(zip(record.layer_names, (float(t) for t in record.layer_norms)))
     return step
+
+
+def graph_leaves(loss: torch.Tensor, limit: int = 100_000) -> list[torch.Tensor]:
+    """The leaf tensors that ``loss.backward()`` accumulates gradients into (its AccumulateGrad nodes),
+    in the order first reached; at most ``limit`` graph nodes are walked."""
+    found, seen, todo = [], set(), [loss.grad_fn]
+    while todo and len(seen) < limit:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            found.append(variable)
+        todo.extend(next_node for next_node, _ in node.next_functions)
+    return found

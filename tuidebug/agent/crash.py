@@ -137,7 +137,8 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
                       f"target {describe(failed_loss.target)})")
     if _is_oom(exc):
         _out_of_memory(crash, exc)
-    elif failed_loss is not None and _loss_findings(crash, failed_loss, model_batch, one_hot):
+    elif failed_loss is not None and _loss_findings(crash, failed_loss, model_batch, one_hot,
+                                                    found[1] if found is not None else None):
         pass
     elif failed_module is not None and _module_findings(crash, failed_module):
         pass
@@ -244,7 +245,30 @@ def _lookup(name: str, frame: FrameType) -> Any:
 
 # --- classification by the tensors ------------------------------------------------------------
 
-def _loss_findings(crash: Crash, failed: FailedLoss, model_batch: int | None, one_hot: dict[str, set[int]]) -> bool:
+RESHAPES = re.compile(r"\.(view|reshape|flatten)\(")
+
+
+def _reshaped_at(frame: FrameType | None, target: torch.Tensor) -> list[tuple[str, tuple[str, str]]]:
+    """Where the failing frame reshapes the variable that holds ``target`` (the last line from the start
+    of the function to the failing one that assigns it with a view / reshape / flatten), as an evidence
+    line and (the variable, " at file:line")."""
+    if frame is None:
+        return []
+    names = [name for name, value in frame.f_locals.items() if value is target]
+    path, first, last = frame.f_code.co_filename, frame.f_code.co_firstlineno, frame.f_lineno
+    found = []
+    for name in names:
+        assigned = re.compile(rf"^\s*{re.escape(name)}\s*=")
+        for line in range(first, last + 1):
+            text = linecache.getline(path, line)
+            if assigned.match(text) and RESHAPES.search(text):
+                site = Site(path, line, frame.f_code.co_name)
+                found.append((f"`{name}` is reshaped at {site}", (name, f" at {site.short}")))
+    return found[-1:]
+
+
+def _loss_findings(crash: Crash, failed: FailedLoss, model_batch: int | None, one_hot: dict[str, set[int]],
+                   frame: FrameType | None = None) -> bool:
     input, target, function = failed.input, failed.target, failed.function
     if not isinstance(input, torch.Tensor) or not isinstance(target, torch.Tensor):
         return False
@@ -273,7 +297,18 @@ def _loss_findings(crash: Crash, failed: FailedLoss, model_batch: int | None, on
         return True
     if input.dim() and target.dim() and input.shape[0] != target.shape[0]:
         crash.kind = "shape"
-        if model_batch is not None and target.shape[0] == model_batch:
+        if model_batch is not None and input.shape[0] == model_batch and target.numel() == input.numel():
+            crash.cause = "batch_folded"
+            crash.findings.append(
+                f"{function}: the target {shape_text(target.shape)} holds the {target.numel()} values of the output "
+                f"{shape_text(input.shape)} for the batch of {model_batch}: a view/reshape of the target folds its "
+                "batch dimension")
+            reshaped = _reshaped_at(frame, target)
+            crash.findings += [line for line, _ in reshaped]
+            name, where = reshaped[0][1] if reshaped else ("target", "")
+            crash.fix = (f"keep the target's batch dimension first{where}: {name}.view({name}.size(0), -1) (or "
+                         f"{name}.flatten(1)), never view(1, -1) or view(-1)")
+        elif model_batch is not None and target.shape[0] == model_batch:
             crash.cause = "batch_folded"
             crash.findings.append(
                 f"the model was called with {model_batch} examples but its output has {input.shape[0]} rows "

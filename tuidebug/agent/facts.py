@@ -23,7 +23,7 @@ EARLY_STEPS = 5
 SAMPLE_EVERY = 25
 CLASS_LOSSES = ("cross_entropy", "nll_loss")
 # Findings need repeated evidence: STALE_CHECKS first-backward checks in a row with the gradients
-# already set; the graphs of LEAKED_STEPS different earlier steps alive at once; NO_STEP_BACKWARDS
+# already set (or STALE_CHECKS steps whose gradients a zero_grad after backward wiped); the graphs of LEAKED_STEPS different earlier steps alive at once; NO_STEP_BACKWARDS
 # backward passes with no step. One sample could be a pattern the loop means (accumulation, a graph
 # kept for one more step); three cannot.
 STALE_CHECKS = 3
@@ -53,6 +53,13 @@ TAGGED_STEPS = 400
 TAGGED_LAYERS = 4000  # layer outputs are tagged on sampled steps only
 GRAPH_AGE = 2
 MEMORY_SAMPLES = 2048
+# A model call on LARGE_CALL times the input elements of its usual call (the median of the last calls,
+# once USUAL_CALLS were seen) without a batch that much larger is kept: when the run runs out of memory
+# inside it, an axis the size of the data set is the cause, not the batch (PETS' validation over every
+# point at once). Training calls do not vary tenfold from step to step; a tenfold larger batch (an
+# evaluation batch size) stays the batch check's. The OOM check reads it only for the call that failed.
+LARGE_CALL = 10
+USUAL_CALLS = 8
 
 
 def sampled(step: int) -> bool:
@@ -131,6 +138,7 @@ class Facts:
     loss_calls: dict[int, LossCall] = field(default_factory=dict)  # by call order within a step
     stale_grads: list[tuple[int, bool]] = field(default_factory=list)  # (step, grads non-zero at its first backward)
     backward_without_graph: str | None = None  # where a loss that did not require grad went backward
+    wiped_grads: list[tuple[int, str, str]] = field(default_factory=list)  # (step, zero_grad site, step site)
     grad_checks: list[tuple[int, list[str], list[str]]] = field(default_factory=list)  # (step, no grad, zero grad)
     not_in_optimizer: list[str] = field(default_factory=list)
     optimizer_foreign: int = 0  # parameters an optimizer holds that the model does not use
@@ -149,6 +157,8 @@ class Facts:
     tagged: int = 0
     tags_this_step: int = 0
     tags_per_step: int = 0
+    outputs_this_step: int = 0
+    outputs_per_step: int = 0  # model outputs a step makes (the most seen)
     backward_site: str | None = None
     model_site: Site | None = None  # where the loop calls the model (its first call)
     optimizers: int = 0
@@ -162,6 +172,9 @@ class Facts:
     epoch_length: int | None = None  # batches per epoch of the DataLoader that feeds the loop
     leak_holders: list = field(default_factory=list)  # ``holders.Holding`` found while the run was live
     leak_step: int | None = None
+    gathered: list = field(default_factory=list)
+    call_sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=64))  # (elements, batch) per call
+    large_call: tuple | None = None  # (elements, usual elements, shapes, site) of the latest call, if far above the usual  # ``holders.piled`` in the frames of an out-of-memory error
     address_space: int | None = None  # the process's address space at the latest step boundary (or first forward)
     source_files: set[str] = field(default_factory=set)  # the user's files the sites above are in
     reported: set[str] = field(default_factory=set)
@@ -173,7 +186,7 @@ class Facts:
         self.steps = step
         found = []
         for code, check in (("loss_broadcast", self._broadcast), ("one_hot_width", self._one_hot),
-                            ("stale_grads", self._stale), ("not_in_optimizer", self._not_in_optimizer),
+                            ("stale_grads", self._stale), ("zero_grad_wipes", self._wiped), ("not_in_optimizer", self._not_in_optimizer),
                             ("unregistered_modules", self._unregistered), ("no_grad_params", self._no_grad),
                             ("eval_mode", self._eval_mode), ("loss_input", self._loss_input),
                             ("no_optimizer_step", self._no_step), ("lr_schedule", lambda: self._schedule(step)),
@@ -208,6 +221,13 @@ class Facts:
             return None
         return (f"the gradients were already non-zero when backward started, at the first backward of steps "
                 f"{', '.join(str(s) for s, _ in recent)}: they are never reset (no zero_grad)")
+
+    def _wiped(self) -> str | None:
+        if len(self.wiped_grads) < STALE_CHECKS:
+            return None
+        _, zeroed, stepped = self.wiped_grads[-1]
+        return (f"zero_grad() at {zeroed} runs after backward() and before the optimizer step at {stepped}, at steps "
+                f"{', '.join(str(s) for s, _, _ in self.wiped_grads[-STALE_CHECKS:])}: every step applies no gradient")
 
     def _not_in_optimizer(self) -> str | None:
         if self.not_in_optimizer and (self.optimizer_foreign or len(self.not_in_optimizer) == self.trainable):
@@ -294,7 +314,8 @@ class Facts:
     def step_done(self) -> None:
         """A step ended: how many losses and model outputs a step of this loop makes."""
         self.tags_per_step = max(self.tags_per_step, self.tags_this_step)
-        self.tags_this_step = 0
+        self.outputs_per_step = max(self.outputs_per_step, self.outputs_this_step)
+        self.tags_this_step = self.outputs_this_step = 0
 
     def _growth(self) -> str | None:
         growth = self.memory_growth()
@@ -348,6 +369,7 @@ class Facts:
         if what in ("loss", "model output"):
             self.tags.append(weakref.ref(tag))
             self.tags_this_step += 1
+            self.outputs_this_step += what == "model output"
         else:
             self.layer_tags.append(weakref.ref(tag))
 
@@ -370,6 +392,20 @@ class Facts:
         self.unregistered = unregistered_modules(model)
         self.has_mode_layers = any(isinstance(m, (torch.nn.Dropout, torch.nn.modules.batchnorm._BatchNorm))
                                    for m in model.modules())
+
+    def observe_call_size(self, tensors: list[torch.Tensor], site: Any) -> None:
+        """The size of the model's inputs at each call: one far above the usual although its batch (first)
+        dimension is not (a data-set-sized axis fed at once) is kept with its line, for the out-of-memory
+        check; a larger batch is the batch check's."""
+        size = sum(t.numel() for t in tensors)
+        batch = tensors[0].shape[0] if tensors and tensors[0].dim() else 1
+        usual = sorted(self.call_sizes)[len(self.call_sizes) // 2] if len(self.call_sizes) >= USUAL_CALLS else None
+        if usual and size >= LARGE_CALL * usual[0] and batch < LARGE_CALL * usual[1]:
+            where = site()
+            self.large_call = (size, usual[0], [tuple(t.shape) for t in tensors], str(where) if where else "?")
+        else:
+            self.call_sizes.append((size, batch))
+            self.large_call = None
 
     def check_gradients(self, step: int, model: torch.nn.Module) -> None:
         no_grad, zero = [], []

@@ -200,8 +200,9 @@ def _current_scale(scaler: Any) -> float | None:
 
 
 def _install_state_hooks(agent: Agent) -> Callable[[], None]:
-    """LR schedulers (probes restore them, the learning checks count their steps), and no checkpoint
-    writes while a probe borrows the loop."""
+    """LR schedulers (probes restore them, the learning checks count their steps), zero_grad calls
+    (one between backward and step wipes the gradients), and no checkpoint writes while a probe
+    borrows the loop."""
 
     def wrap_init(original: Callable) -> Callable:
         def init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -235,6 +236,13 @@ def _install_state_hooks(agent: Agent) -> Callable[[], None]:
                 agent.on_optimizer_created(self)
         return init
 
+    def wrap_zero_grad(original: Callable) -> Callable:
+        def zero_grad(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if agent.active() and not agent.probes.replaying:
+                agent.on_zero_grad()
+            return original(self, *args, **kwargs)
+        return zero_grad
+
     def wrap_train(original: Callable) -> Callable:
         def train(self: torch.nn.Module, mode: bool = True) -> Any:
             if not mode and agent.active():
@@ -252,6 +260,8 @@ def _install_state_hooks(agent: Agent) -> Callable[[], None]:
     scheduler = torch.optim.lr_scheduler.LRScheduler
     return _undo_all(_replace(scheduler, "__init__", wrap_init), _replace(scheduler, "step", wrap_step),
                      _replace(torch.optim.Optimizer, "__init__", wrap_optimizer_init),
+                     _replace(torch.optim.Optimizer, "zero_grad", wrap_zero_grad),
+                     _replace(torch.nn.Module, "zero_grad", wrap_zero_grad),
                      _replace(torch.nn.Module, "train", wrap_train), _replace(torch.nn.Module, "half", wrap_half),
                      _replace(torch, "save", wrap_save))
 

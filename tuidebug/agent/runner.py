@@ -35,6 +35,7 @@ from tuidebug.agent.crash import analyse
 from tuidebug.agent.memory import MemoryReader
 from tuidebug.agent.output import survive_closed_pipes
 from tuidebug.protocol import Event, State
+from tuidebug.sites import user_frames
 
 _OWN_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, os.path.abspath(runpy.__file__),
               "<frozen runpy>")
@@ -179,6 +180,8 @@ def _report(agent: Agent, exc: BaseException) -> None:
     agent.failed_module = agent.failed_loss = None  # they hold the failing step's activations
     agent.send(Event(kind="exception", message=summary, time=time.time(), step=agent.step,
                      details=[line.rstrip() for line in frames] + [summary]))
+    if crash is not None and crash.kind == "oom":
+        agent.on_out_of_memory(user_frames(tb))
     if crash is not None:
         agent.crash = crash
         agent.send(Event(kind="crash", message=f"{crash.kind} {crash.cause}", time=time.time(), step=agent.step,

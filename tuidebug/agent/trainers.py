@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tuidebug.agent.snapshot import Snapshot
-from tuidebug.batches import slice_batch, tensor_at, tensors_in
+from tuidebug.batches import map_tensors, slice_batch, tensor_at, tensors_in
 from tuidebug.probe_api import Adjust, Iteration, NoPipeline
+from tuidebug.sites import on_behalf_of
 
 if TYPE_CHECKING:
     from tuidebug.agent.core import Agent
@@ -122,6 +123,7 @@ def _copy(model: torch.nn.Module, optimizer: Any, schedulers: list[Any] = ()) ->
         for module in copied.modules():
             if "_trainer" in module.__dict__:
                 module.__dict__["_trainer"] = trainer
+        copied.log = copied.log_dict = _quiet  # on the copy's instance only
     return copied, copied_optimizer, copied_schedulers
 
 
@@ -166,10 +168,11 @@ def _batch_loss(paths: Any, target_path: str, observed: Any) -> Any:
         kwargs = {k: tensor_at(batch, p).to(device) for k, p in named.items()}
         target = tensor_at(batch, target_path).to(device)
         output = _item(model(*args, **kwargs), key)
-        if criterion is not None:
-            return criterion(output, target)
-        call, _, extra = function
-        return call(output, target, **extra)
+        with on_behalf_of(observed.loss_site):
+            if criterion is not None:
+                return criterion(output, target)
+            call, _, extra = function
+            return call(output, target, **extra)
 
     return loss
 
@@ -193,13 +196,16 @@ def _observed_steps(agent: Agent, target: Any, as_targets: Any) -> list[Any]:
     return [((s.args, s.kwargs), as_targets(s.targets[0])) for s in steps if s.targets and like(s.targets[0])]
 
 
+def _as_data(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.detach() if tensor.grad_fn is not None else tensor
+
+
 def _quiet(*args: Any, **kwargs: Any) -> None:
     """The copy's ``self.log()``: dropped. Outside the Trainer's fit loop (after it ended, or between its
     hooks) Lightning refuses a log call, and the probes' steps have no place in the run's logs anyway."""
 
 
 def _training_step_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
-    model.log = model.log_dict = _quiet  # on the copy's instance only
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         output = model.training_step(batch, 0)
@@ -219,6 +225,7 @@ class CopyTrainer:
         if model is None or optimizer is None:
             raise NoPipeline("no model and optimizer seen yet: let the script run at least one step")
         lightning = agent.lightning_module()
+        self.observed_inputs = False  # inputs caught at the model's call, not a DataLoader batch: never sliced
         if lightning is not None and agent.batches:
             self.method = "copy of the LightningModule and its optimizer, trained with its own training_step"
             self._loss = _training_step_loss
@@ -238,6 +245,7 @@ class CopyTrainer:
             self._recent = [c.batch for c in recent]
         elif observed.model_inputs is not None and observed.criterion is not None:
             self.method = "copy of model and optimizer with the observed inputs and loss module"
+            self.observed_inputs = True
             self._loss = self._observed_loss
             self.inputs, self.size = (observed.model_inputs, observed.criterion_targets), observed.input_size
             if len(observed.criterion_targets) == 1:
@@ -246,21 +254,29 @@ class CopyTrainer:
             call, target, kwargs = observed.loss_function
             key = observed.output_key
             self.method = f"copy of model and optimizer with the observed inputs and {call.__name__}"
+            self.observed_inputs = True
             self._loss = lambda model, batch: call(_item(model(*batch[0][0], **batch[0][1]), key), batch[1], **kwargs)
             self.inputs, self.size = (observed.model_inputs, target), observed.input_size
             self._recent = _observed_steps(agent, target, lambda t: t)
         elif observed.model_inputs is not None and observed.loss_key is not None:
             key = observed.loss_key
             self.method = "copy of model and optimizer with the observed inputs and the loss the model returns"
+            self.observed_inputs = True
             self._loss = lambda model, batch: model(*batch[0], **batch[1])[key]
             self.inputs, self.size = observed.model_inputs, observed.input_size
         else:
             raise NoPipeline(
                 "the loss was computed by code tuidebug cannot replay here (the script's loop is gone, and "
                 "no nn.Module loss was seen): add `tuidebug.watch(model, optimizer, loss_fn=lambda model, batch: ...)`")
+        # Inputs caught at the model's call may carry the graph of earlier calls (an RNN's hidden state
+        # carried over characters): the replay treats them as data, or its second backward would fail.
+        self.carried = {path for path, tensor in tensors_in(self.inputs) if tensor.grad_fn is not None}
+        self.inputs = map_tensors(self.inputs, _as_data)
+        if getattr(self, "_recent", None):
+            self._recent = [map_tensors(batch, _as_data) for batch in self._recent]
         self.criterion = observed.criterion
+        self.loss_site = observed.loss_site
         self.output_key = observed.output_key
-        self.observed_inputs = "observed inputs" in self.method
         self.iterations = 0
         self._originals = (model, optimizer)
         self._schedulers = _step_schedulers(model, optimizer) if lightning is not None else []
@@ -319,7 +335,9 @@ class CopyTrainer:
 
     def _observed_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         (args, kwargs), targets = batch
-        return self.criterion(_item(model(*args, **kwargs), self.output_key), *targets)
+        output = _item(model(*args, **kwargs), self.output_key)
+        with on_behalf_of(self.loss_site):
+            return self.criterion(output, *targets)
 
     def named_parameters(self) -> list[tuple[str, torch.Tensor]]:
         return list(self.model.named_parameters())

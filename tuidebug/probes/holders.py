@@ -91,6 +91,34 @@ def find(frames: list[FrameType], models: list[torch.nn.Module], step: int, any_
     return list({h.name: h for h in found}.values())
 
 
+def piled(frames: list[FrameType], step: int, more_than: int) -> list[tuple[str, int, str | None]]:
+    """(name, forwards, line) of the tensors in the user's frames whose graph holds the model outputs
+    of more than ``more_than`` forward passes of the step in progress: outputs gathered with their
+    graphs (``feats = torch.cat((feats, model(x)))`` in an evaluation run with gradients on)."""
+    found = []
+    for name, value, path, _ in _roots(frames, []):
+        if isinstance(value, torch.Tensor) and value.grad_fn is not None:
+            forwards = _outputs_in_graph(value.grad_fn, step)
+            if forwards > more_than:
+                found.append((name, forwards, _fed_at(name, path)))
+    return sorted(found, key=lambda item: -item[1])
+
+
+def _outputs_in_graph(root: Any, step: int) -> int:
+    """How many model outputs of ``step`` (their tags) the graph from ``root`` reaches."""
+    tags, todo, seen = set(), [root], set()
+    while todo and len(seen) < SEARCH_NODES:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        tag = node.metadata.get("tuidebug") if hasattr(node, "metadata") else None
+        if tag is not None and tag.step == step and tag.what == "model output":
+            tags.add(id(tag))
+        todo.extend(next_node for next_node, _ in node.next_functions)
+    return len(tags)
+
+
 def _roots(frames: list[FrameType], models: list[torch.nn.Module]) -> list[tuple[str, Any, str | None, str]]:
     roots: list[tuple[str, Any, str | None, str]] = []
     scopes: set[int] = set()
@@ -106,7 +134,21 @@ def _roots(frames: list[FrameType], models: list[torch.nn.Module]) -> list[tuple
     for module in _models_and_owners(models):
         path = getattr(sys.modules.get(type(module).__module__), "__file__", None)
         roots += [(f"self.{n}", v, path, type(module).__name__) for n, v in vars(module).items() if not n.startswith("_")]
+    for model in models:
+        roots += _submodule_containers(model)
     return roots
+
+
+def _submodule_containers(model: torch.nn.Module) -> list[tuple[str, Any, str | None, str]]:
+    """Lists and dicts kept as plain attributes of the model's submodules (a torchmetrics metric's
+    ``preds``, a layer's cache): they grow when nothing empties them; and tensors kept there with a
+    graph (a running statistic updated outside torch.no_grad()): each links to the step before."""
+    return [(f"self.{name}.{attr}", value, getattr(sys.modules.get(type(module).__module__), "__file__", None),
+             type(module).__name__)
+            for name, module in model.named_modules() if name
+            for attr, value in vars(module).items()
+            if not attr.startswith("_") and (isinstance(value, (list, dict, collections.deque))
+                                             or isinstance(value, torch.Tensor) and value.grad_fn is not None)]
 
 
 def _models_and_owners(models: list[torch.nn.Module]) -> list[torch.nn.Module]:

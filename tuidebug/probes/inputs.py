@@ -13,11 +13,13 @@ import inspect
 import math
 import sys
 import time
+import warnings
 from typing import Any
 
 import torch
 
 from tuidebug.batches import map_tensors, tensors_in
+from tuidebug.probes.unsafe_math import FIXES, Culprit, ForwardWatch, display_name
 from tuidebug.probe_api import FAIL, PASS, Adjust, ProbeContext, ProbeOutcome, probe
 from tuidebug.probes.source import Unsafe, assignments, divisions, evaluate, names_of, same_data, zero_entries
 from tuidebug.sites import Site
@@ -27,15 +29,16 @@ SCAN_SECONDS = 10.0
 SHOWN = 8
 
 
-def nonfinite_tensors(batch: Any) -> list[str]:
-    """One line per tensor holding NaN/Inf: how many values, which rows, which columns."""
-    return [line for _, line in _nonfinite(batch)]
+def nonfinite_tensors(batch: Any, carried: Any = ()) -> list[str]:
+    """One line per tensor holding NaN/Inf: how many values, which rows, which columns. Tensors at the
+    paths in ``carried`` are state the model computed (an RNN's hidden state fed back in), not data."""
+    return [line for _, line in _nonfinite(batch, carried)]
 
 
-def _nonfinite(batch: Any) -> list[tuple[str, str]]:
+def _nonfinite(batch: Any, carried: Any = ()) -> list[tuple[str, str]]:
     found = []
     for path, tensor in tensors_in(batch):
-        if not tensor.is_floating_point() and not tensor.is_complex():
+        if not tensor.is_floating_point() and not tensor.is_complex() or path in carried:
             continue
         bad = ~torch.isfinite(tensor.detach())
         count = int(bad.sum())
@@ -78,6 +81,25 @@ def scan_dataset(ctx: ProbeContext, dataset: Any) -> tuple[list[str], int, str]:
             found.append(f"sample {index}: {line.replace('batch', 'sample', 1)}")
         ctx.progress((index + 1) / total, f"scanning sample {index + 1}/{total}")
     return found, total, f"scanned {total} of {len(dataset)} samples"
+
+
+def made_in_getitem(dataset: Any, indices: list[int]) -> tuple[list[str], Culprit | None]:
+    """For samples that come out of ``__getitem__`` with NaN/Inf: the op of the user's code that made
+    the value non-finite, found by fetching the sample again under an op watch, and what its operands
+    held (a constant image divided by its own range: 0 / 0)."""
+    lines, found = [], None
+    for index in indices:
+        watch = ForwardWatch()
+        with watch, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dataset[index]
+        culprit = watch.first or watch.first_other
+        if culprit is None:
+            continue
+        found = found or culprit
+        lines.append(f"sample {index} is made non-finite in the Dataset: {culprit.line()}")
+        lines += [f"sample {index}: {risk}" for site, risk in watch.risky.items() if site == str(culprit.site)]
+    return lines, found
 
 
 def data_tensors(dataset: Any) -> list[tuple[str, Any]]:
@@ -200,10 +222,12 @@ def clean(batch: Any) -> Any:
 def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
     trainer = ctx.trainer
     batch = trainer.prepare()
-    in_batch = nonfinite_tensors(batch)
+    in_batch = nonfinite_tensors(batch, getattr(trainer, "carried", ()))
     dataset = ctx.run.dataset()
     in_dataset, scanned, scan_note = scan_dataset(ctx, dataset)
     origin = provenance(ctx, dataset) if in_batch or in_dataset else []
+    made, culprit = made_in_getitem(dataset, [int(line.split(":")[0].split()[1]) for line in in_dataset[:1]])
+    origin += made
     evidence = in_batch + origin + in_dataset[:12] + [scan_note]
     data: dict[str, Any] = {"samples": [line.split(":")[0] for line in in_dataset], "definitive": True}
     if not in_batch and not in_dataset:
@@ -220,7 +244,10 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
     found = [f"{len(in_batch)} tensor(s) of the failing batch"] if in_batch else []
     found += [f"{len(in_dataset)} dataset sample(s)"] if in_dataset else []
     summary = f"NaN/Inf in the inputs: {' and '.join(found)}"
-    if divided:
+    if culprit is not None:
+        summary += f"; made by {display_name(culprit.op)} at {culprit.site.short} in the Dataset's __getitem__"
+        fix = f"at {culprit.site.short} (`{culprit.site.text}`): {FIXES[culprit.kind]}"
+    elif divided:
         summary += "; " + divided.split(": ", 1)[0] + " (a std of 0)"
         fix = (f"guard the standardisation {divided.split(' ')[1]}: divide by (std + 1e-8) or drop the constant "
                "column(s); assert torch.isfinite(x).all() after preprocessing")

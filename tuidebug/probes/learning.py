@@ -23,16 +23,19 @@ import inspect
 import math
 import re
 import statistics
+import sys
 from typing import Any, Callable
 
 import torch
 
 from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, NoPipeline, ProbeContext, ProbeOutcome, probe
-from tuidebug.probes.source import assignments, bias_inits, calls_named, enclosing_function, freezes, shuffles
+from tuidebug.probes.source import (
+    assignments, bias_inits, calls_named, enclosing_function, freezes, grad_off_block, indexed_attributes, module_site,
+    shuffles, weight_inits)
 from tuidebug.probes.trials import finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, tensors_of
-from tuidebug.sites import Site
+from tuidebug.sites import Site, is_user_file
 
 LR_COLLAPSE = 1e-3
 TINY_UPDATE = 1e-6
@@ -44,6 +47,13 @@ SAME = 0.05
 DEAD_SHARE = 0.9
 TRIAL_STEPS = 20
 RATE_FACTORS = (10.0, 100.0, 1000.0)
+# A LambdaLR's factor: a warm-up starts near 0 and reaches 1 within its first thousands of steps; a
+# lambda that returns a rate (0.001 * gamma ** epoch) stays below FACTOR_NEVER_NEAR_ONE over the whole
+# horizon. Its replay runs longer than the other trials: the rate it restores is a usual one, and a
+# usual rate needs more than TRIAL_STEPS steps to show a fall.
+FACTOR_HORIZON = (0, 1, 10, 100, 1000, 10000)
+FACTOR_NEVER_NEAR_ONE = 0.01
+FACTOR_TRIAL_STEPS = 60
 # The labels check trains on a few batches, each seen many times: enough steps at the script's own
 # rate for a network to start memorising them, so that "learns nothing for another batch" is measured
 # on a model that moved (over a dozen recent batches, each seen once or twice, nothing is memorised).
@@ -105,6 +115,7 @@ class GraphCut(OpWatch):
     def __init__(self) -> None:
         super().__init__()
         self.cut: tuple[str, Site] | None = None
+        self.block: tuple[Site, Site] | None = None  # the user's ``with torch.no_grad():`` and the call inside it
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
         inputs = tensors_of(args)
@@ -113,9 +124,23 @@ class GraphCut(OpWatch):
             self.cut = (name, site)
         elif carried and not torch.is_grad_enabled() and name not in ("__get__", "size", "dim"):
             self.cut = (f"{name} under torch.no_grad()", site)
+            self.block = _grad_off_block()
 
     def done(self) -> bool:
         return self.cut is not None
+
+
+def _grad_off_block() -> tuple[Site, Site] | None:
+    """The user's ``with torch.no_grad():`` (or decorator) around the op in progress, innermost frame
+    first, with that frame's line inside the block."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        path, line = frame.f_code.co_filename, frame.f_lineno
+        block = grad_off_block(path, line) if is_user_file(path) else None
+        if block is not None:
+            return block, Site(path, line, frame.f_code.co_name)
+        frame = frame.f_back
+    return None
 
 
 @probe("learning.graph", prefers_copy=True)
@@ -132,6 +157,9 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
                             for c in checks[-3:])]
     if facts.backward_without_graph:
         evidence.append(f"backward() was called on a loss that does not require grad at {facts.backward_without_graph}")
+    elif facts.wiped_grads:
+        return ProbeOutcome(PASS, "backward reaches the weights, but a zero_grad() wipes the gradients before the step "
+                            "(see the step check)", evidence)
     elif reached:
         return ProbeOutcome(PASS, "the loss's graph reaches the weights" + (
             "" if not checks or not any(len(c[2]) >= trainable - len(c[1]) for c in checks)
@@ -148,6 +176,14 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
         evidence.append(f"the graph is cut by {what} at {site}")
         summary = f"no gradient reaches the weights: the graph is cut by {what} at {site.short}"
         fix = f"remove the {what} at {site.short} (`{site.text}`): compute the loss from the model's output tensor itself"
+        if watch.block is not None:
+            block, inside = watch.block
+            evidence.append(f"`{block.text}` at {block.short} runs {inside} without gradients")
+            summary = (f"no gradient reaches the weights: `{inside.text}` ({inside.short}) runs inside "
+                       f"`{block.text}` at {block.short}")
+            fix = (f"take `{inside.text}` ({inside.short}) out of the `{block.text}` block at {block.short}: a frozen "
+                   "module passes gradients on to the layers before it when only its own parameters have "
+                   "requires_grad=False")
     else:
         summary = "no gradient reaches the weights: the loss does not depend on them through autograd"
         fix = ("compute the loss from the model's output itself: no .detach(), .item(), .data, numpy round trip or "
@@ -164,6 +200,7 @@ def gradients(ctx: ProbeContext) -> ProbeOutcome:
     model = ctx.run.model
     if model is None:
         return ProbeOutcome(INCONCLUSIVE, "no model seen")
+    model = ctx.run.trained_module() or model
     params = dict(model.named_parameters())
     frozen = [n for n, p in params.items() if not p.requires_grad]
     frozen_share = sum(params[n].numel() for n in frozen) / max(1, sum(p.numel() for p in params.values()))
@@ -181,7 +218,9 @@ def gradients(ctx: ProbeContext) -> ProbeOutcome:
         evidence += [f"requires_grad is turned off at {site}" for site in where]
         return ProbeOutcome(
             FAIL, f"{frozen_share:.0%} of the weights are frozen (requires_grad=False): {_names(owners, 4)}", evidence,
-            (f"remove the freeze at {where[0].short} (or narrow it to the layers meant to stay fixed)" if where else
+            (f"pass freeze=False to from_pretrained at {where[0].short} (it freezes the table by default)"
+             if where and "from_pretrained" in where[0].text else
+             f"remove the freeze at {where[0].short} (or narrow it to the layers meant to stay fixed)" if where else
              f"turn them back on: for p in model.{owners[0]}.parameters(): p.requires_grad = True "
              "(freeze only the layers meant to stay fixed)" if owners[0] else
              "turn requires_grad back on: for p in model.parameters(): p.requires_grad = True"),
@@ -284,10 +323,28 @@ def step(ctx: ProbeContext) -> ProbeOutcome:
             fix = f"call optimizer.step() after loss.backward() ({facts.backward_site}) in every iteration"
         return ProbeOutcome(FAIL, f"backward() runs but no optimizer step follows{created}", evidence, fix,
                             data={"cause": "missing_optimizer_step"})
+    if facts.wiped_grads:
+        return _wiped_before_step(ctx, evidence)
     if ctx.run.optimizers and not facts.backward_total:
         return ProbeOutcome(FAIL, "optimizer.step() runs but no backward() computes gradients", evidence,
                             "call loss.backward() before optimizer.step()", data={"cause": "missing_optimizer_step"})
     return ProbeOutcome(PASS, "backward and the optimizer step both run", evidence)
+
+
+def _wiped_before_step(ctx: ProbeContext, evidence: list[str]) -> ProbeOutcome:
+    """zero_grad() between backward and step: the step finds no gradient. The replay on a copy runs
+    the usual order (zero_grad, backward, step): the loss falls when the order is the cause."""
+    facts = ctx.run.facts
+    steps = [s for s, _, _ in facts.wiped_grads]
+    _, zeroed, stepped = facts.wiped_grads[-1]
+    evidence.append(f"zero_grad() at {zeroed} ran after loss.backward() ({facts.backward_site}) and before the "
+                    f"optimizer step at {stepped}, at steps {', '.join(map(str, steps[-6:]))}: the step found no gradient")
+    reordered = _trial(ctx, Adjust())
+    evidence.append(f"replay on a copy with zero_grad() before backward(): {_curve(reordered)}")
+    return ProbeOutcome(
+        FAIL, f"optimizer.step() applies no gradient: zero_grad() at {zeroed.split(' ')[0]} wipes them after backward()",
+        evidence, f"move the zero_grad() at {zeroed.split(' ')[0]} before loss.backward() (or after optimizer.step())",
+        data={"cause": "missing_optimizer_step", "confirmed": _learns(reordered)})
 
 
 # --- the learning rate applied ----------------------------------------------------------------
@@ -348,6 +405,9 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(PASS, f"the rate ({last:.3g}) moves the weights by {ratio:.2g} of their size a step", evidence)
     origin = rate_origin(facts)
     evidence += origin
+    factor = _schedule_factor(ctx, evidence)
+    if factor is not None:
+        return _rate_not_factor(ctx, evidence, last, factor)
     as_written = _trial(ctx, Adjust())
     evidence.append(f"replay as written: {_curve(as_written)}")
     for factor in RATE_FACTORS:
@@ -370,6 +430,58 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
                             "either: not the cause", evidence)
     return ProbeOutcome(FAIL, f"the steps are tiny ({ratio:.2g} of the weights), and higher rates did not help either",
                         evidence, "raise the learning rate", data={"cause": "learning_rate_too_low", "confirmed": False})
+
+
+def _schedule_factor(ctx: ProbeContext, evidence: list[str]) -> float | None:
+    """A LambdaLR / MultiplicativeLR whose lambda never comes near 1 over FACTOR_HORIZON steps: it
+    returns a learning rate where a factor is expected, and the two multiply. None otherwise (a warm-up
+    starts near 0 but reaches 1)."""
+    for calls in ctx.run.facts.schedulers.values():
+        scheduler = calls.scheduler() if calls.scheduler is not None else None
+        values = rate_not_factor(scheduler)
+        if values is not None:
+            site = next((s for kind, s in ctx.run.facts.scheduler_sites if kind == calls.kind), calls.site)
+            evidence.append(f"{calls.kind} created at {site}: its lr_lambda gives " + ", ".join(
+                f"{v:.3g} at {step}" for step, v in zip(FACTOR_HORIZON, values)) + ": never near 1")
+            try:
+                return float(scheduler.lr_lambdas[0](scheduler.last_epoch))  # the factor applied now
+            except Exception:
+                return values[0]
+    return None
+
+
+def rate_not_factor(scheduler: Any) -> list[float] | None:
+    """The factors a LambdaLR / MultiplicativeLR's lambda gives over FACTOR_HORIZON when none comes near
+    1 (it returns a rate, not a factor); None for any other scheduler or lambda."""
+    lambdas = getattr(scheduler, "lr_lambdas", None)
+    if type(scheduler).__name__ not in ("LambdaLR", "MultiplicativeLR") or not lambdas or not callable(lambdas[0]):
+        return None
+    try:
+        values = [float(lambdas[0](step)) for step in FACTOR_HORIZON]
+    except Exception:  # the user's lambda: it may need more than an int
+        return None
+    return values if max(abs(v) for v in values) <= FACTOR_NEVER_NEAR_ONE else None
+
+
+def _rate_not_factor(ctx: ProbeContext, evidence: list[str], last: float, factor: float) -> ProbeOutcome:
+    """The schedule's lambda returns a rate: the optimizer's rate is multiplied by it. Proven by the same
+    steps at the rate the optimizer was given (the factor taken out), over a longer replay."""
+    calls = next(c for c in ctx.run.facts.schedulers.values() if c.kind in ("LambdaLR", "MultiplicativeLR"))
+    site = next((s for kind, s in ctx.run.facts.scheduler_sites if kind == calls.kind), calls.site)
+    scheduler = calls.scheduler() if calls.scheduler is not None else None
+    base = getattr(scheduler, "base_lrs", None)
+    intended = base[0] if base else last / factor if factor else None
+    as_written = _trial(ctx, Adjust(), steps=FACTOR_TRIAL_STEPS)
+    evidence.append(f"replay as written: {_curve(as_written)}")
+    restored = _trial(ctx, Adjust(lr_scale=intended / last), steps=FACTOR_TRIAL_STEPS) if intended and last else []
+    if restored:
+        evidence.append(f"replay at the optimizer's own rate ({intended:.3g}, the factor taken out): {_curve(restored)}")
+    confirmed = _learns(restored) and not _learns(as_written)
+    return ProbeOutcome(
+        FAIL, f"the learning rate applied is {last:.3g}: the {calls.kind} at {site.split(' ')[0]} multiplies the "
+        f"optimizer's rate by its lr_lambda ({factor:.3g} now), a rate where a factor is expected", evidence,
+        f"make lr_lambda return a factor that starts at 1 (e.g. lambda epoch: gamma ** epoch) at {site.split(' ')[0]}",
+        data={"cause": "learning_rate_too_low", "confirmed": confirmed})
 
 
 def rate_origin(facts: Any) -> list[str]:
@@ -500,9 +612,12 @@ class ReluLayers:
         self.shares: dict[str, float] = {}
         self.feeders: dict[str, str] = {}
         self._last: str | None = None
+        self._last_relu: tuple[str, torch.Tensor] | None = None
+        self.output_relu: str | None = None  # the ReLU whose output the model returns
         self._handles: list[Any] = []
 
     def attach(self, model: torch.nn.Module) -> None:
+        self._handles.append(model.register_forward_hook(self._model_output))
         for name, module in model.named_modules():
             if isinstance(module, (torch.nn.ReLU, torch.nn.ReLU6)):
                 self._handles.append(module.register_forward_hook(self._relu(f"{name} ({type(module).__name__})")))
@@ -515,7 +630,14 @@ class ReluLayers:
                 self.shares.setdefault(label, dead_share(output))
                 if self._last is not None:
                     self.feeders.setdefault(label, self._last)
+                self._last_relu = (label, output)
         return record
+
+    def _model_output(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        """The model returns a ReLU's output as it is: that ReLU is its output layer."""
+        if self._last_relu is not None and self._last_relu[1] is output and self.output_relu is None:
+            self.output_relu = self._last_relu[0]
+        self._last_relu = None
 
     def _layer(self, name: str) -> Callable[..., None]:
         def record(module: torch.nn.Module, args: Any, output: Any) -> None:
@@ -549,16 +671,75 @@ def activations(ctx: ProbeContext) -> ProbeOutcome:
     name, share = dead[0]
     feeder = layers.feeders.get(name)
     summary = f"dead units: {share:.0%} of {name} output zero for every example, so no gradient flows through them"
+    hand_set = [site for path in sorted(ctx.run.facts.source_files) for site in bias_inits(path)]
+    if name == layers.output_relu and not (feeder is not None and hand_set):
+        return _output_relu(ctx, summary, evidence, name)  # a bias set by hand is the likelier culprit: below
     if feeder is None:
         return ProbeOutcome(FAIL, summary, evidence, "re-initialise the layer before it, lower the learning rate, "
                             "or use nn.LeakyReLU", data={"cause": "dead_units", "layer": name})
     return _revived(ctx, summary, evidence, name, feeder)
 
 
+def _output_relu(ctx: ProbeContext, summary: str, evidence: list[str], relu: str) -> ProbeOutcome:
+    """The model's last layer is the dead ReLU: every prediction is clamped to 0 and no gradient flows
+    back. Proven by the same steps with that ReLU passing its input through."""
+    path = relu.split(" ")[0]
+    site = module_site(ctx.run.model, path)
+    evidence.append(f"{path} is the model's output layer: the model returns its output" +
+                    (f"; it is created at {site}" if site else ""))
+
+    def identity(model: torch.nn.Module) -> None:
+        if not replaced:
+            replaced.append(model.get_submodule(path).register_forward_hook(lambda m, args, out: args[0]))
+
+    replaced: list[Any] = []
+    try:
+        as_written = _trial(ctx, Adjust())
+        without = _trial(ctx, Adjust(before_forward=identity))
+    finally:
+        for handle in replaced:
+            handle.remove()
+    evidence += [f"replay as written: {_curve(as_written)}", f"... with {path} passing its input through: {_curve(without)}"]
+    confirmed = _learns(without) and not _learns(as_written)
+    where = f" at {site.short} (`{site.text}`)" if site else f" ({path})"
+    return ProbeOutcome(
+        FAIL, f"the output layer {relu} outputs 0 for every example: no gradient flows back"
+        + (f"; without it the loss falls ({_curve(without)})" if confirmed else ""), evidence,
+        f"remove the ReLU{where} from the output: the last layer must be able to output the targets' range",
+        data={"cause": "dead_units", "layer": relu, "confirmed": confirmed})
+
+
+def _zero_weight(ctx: ProbeContext, summary: str, evidence: list[str], relu: str, feeder: str) -> ProbeOutcome:
+    """The layer that feeds the dead ReLU has an all-zero weight: every unit gets 0 and passes no
+    gradient. Proven by the same steps with that layer re-initialised (its own reset_parameters())."""
+    owner = next((part for part in reversed(feeder.split(".")) if not part.isdigit()), feeder)
+    where = [site for path in sorted(ctx.run.facts.source_files) for site in weight_inits(path) if owner in site.text]
+    evidence.append(f"{feeder} feeds it; its weight is all zero" + (f": set at {where[0]}" if where else ""))
+
+    def reinitialise(model: torch.nn.Module) -> None:
+        layer = model.get_submodule(feeder)
+        if not done and hasattr(layer, "reset_parameters"):
+            done.append(True)
+            layer.reset_parameters()
+
+    done: list[bool] = []
+    as_written = _trial(ctx, Adjust())
+    revived = _trial(ctx, Adjust(before_forward=reinitialise))
+    evidence += [f"replay as written: {_curve(as_written)}", f"... with {feeder} re-initialised: {_curve(revived)}"]
+    confirmed = _learns(revived) and not _learns(as_written)
+    fix = (f"do not initialise {feeder}.weight to zero" + (f" (`{where[0].text}` at {where[0].short})" if where else "")
+           + ": keep the layer's default initialisation; a zero weight before a ReLU passes no gradient")
+    return ProbeOutcome(FAIL, summary + f": {feeder}.weight is all zero", evidence, fix,
+                        data={"cause": "dead_units", "layer": relu, "feeder": feeder, "confirmed": confirmed})
+
+
 def _revived(ctx: ProbeContext, summary: str, evidence: list[str], relu: str, feeder: str) -> ProbeOutcome:
     """The dead layer's cause proven: the same steps with the bias of the layer that feeds it set to
     zero (a fresh initialisation's) against the steps as written."""
     params = dict(ctx.trainer.named_parameters())
+    weight = params.get(f"{feeder}.weight")
+    if weight is not None and not bool(weight.detach().any()):
+        return _zero_weight(ctx, summary, evidence, relu, feeder)
     bias = params.get(f"{feeder}.bias")
     where = [site for path in sorted(ctx.run.facts.source_files) for site in bias_inits(path)]
     data = {"cause": "dead_units", "layer": relu, "feeder": feeder}
@@ -660,20 +841,48 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
                  f"{real[2]:.4g} -> {real[3]:.4g}",
                  f"labels shuffled: train loss {shuffled[0]:.4g} -> {shuffled[1]:.4g}, held-out batch "
                  f"{shuffled[2]:.4g} -> {shuffled[3]:.4g}"]
-    memorises = real[1] < LEARNS * real[0]
+    # Memorised: the batches seen fit clearly, or fit somewhat while the held-out batch gets worse (labels
+    # that do not follow the inputs are noise to the held-out batch; real ones help it or leave it be).
+    memorises = real[1] < LEARNS * real[0] or (real[1] < (1 - SAME) * real[0] and real[3] > (1 + SAME) * real[2])
     generalises = real[3] < (1 - SAME) * real[2]
     beats_shuffled = real[3] < (1 - SAME) * shuffled[3]
     if not memorises or generalises or beats_shuffled:
         return None
     where = _near_the_loop(ctx, [site for file in sorted(ctx.run.facts.source_files) for site in shuffles(file)])
     evidence += [f"one sequence is shuffled on its own at {site}" for site in where]
+    unequal = _unequal_containers(ctx.run.dataset())
+    if unequal:
+        evidence.append("__getitem__ reads containers of different lengths with the same index: " + "; ".join(
+            f"`self.{name}` ({length} entries) at {site}" for name, length, site in unequal))
+        where = [site for _, _, site in unequal]
+    fix = ("keep each input with its own label: shuffle them together (one permutation for both, or a Dataset that "
+           "returns both)" + (f": check {where[0].short} `{where[0].text}`" if where else ", and check the indexing in "
+                              "__getitem__"))
+    if unequal:
+        longest, shortest = max(unequal, key=lambda u: u[1]), min(unequal, key=lambda u: u[1])
+        fix = (f"select the same samples in every container __getitem__ reads: `self.{longest[0]}` has {longest[1]} "
+               f"entries and `self.{shortest[0]}` {shortest[1]} (apply the same split or mask to both, where they are "
+               "built)")
     return ProbeOutcome(
         FAIL, f"inputs and labels do not match: training fits the batches it sees (loss {real[0]:.4g} -> "
         f"{real[1]:.4g}) but learns nothing for another batch (held-out {real[2]:.4g} -> {real[3]:.4g}; "
-        f"{shuffled[3]:.4g} after training on shuffled labels)", evidence,
-        "keep each input with its own label: shuffle them together (one permutation for both, or a Dataset that "
-        "returns both)" + (f": check {where[0].short} `{where[0].text}`" if where else ", and check the indexing in "
-                           "__getitem__"), data={"cause": "labels_misaligned", "confirmed": True})
+        f"{shuffled[3]:.4g} after training on shuffled labels)", evidence, fix,
+        data={"cause": "labels_misaligned", "confirmed": True})
+
+
+def _unequal_containers(dataset: Any) -> list[tuple[str, int, Site]]:
+    """The containers a Dataset's ``__getitem__`` indexes with the sample's index, when their lengths
+    differ (file names of every split, labels of one): the same index reads different samples."""
+    if dataset is None:
+        return []
+    path = inspect.getsourcefile(type(dataset)) if inspect.isclass(type(dataset)) else None
+    sized = []
+    for name, line in indexed_attributes(type(dataset)):
+        try:
+            sized.append((name, len(getattr(dataset, name)), Site(path, line, "__getitem__")))
+        except (TypeError, AttributeError):
+            continue
+    return sized if len({length for _, length, _ in sized}) > 1 else []
 
 
 def _near_the_loop(ctx: ProbeContext, sites: list[Site]) -> list[Site]:

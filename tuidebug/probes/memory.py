@@ -18,6 +18,7 @@ the agent's (``Facts.memory_growth``).
 from __future__ import annotations
 
 import math
+import re
 import resource
 from typing import Any
 
@@ -27,10 +28,17 @@ import torch
 from tuidebug.batches import batch_size_of, slice_batch
 from tuidebug.format import bytes_text
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome, probe
-from tuidebug.probes import holders
+from tuidebug.probes import holders, source
 
 HEADROOM = 0.1
 OVERSIZED = 1.0
+# One example's share of the failed allocation (its size over the batch) against the memory the step
+# had: in the corpus's batch-too-large cases it is at most ~1% (one activation among many, times a
+# large batch); an attention map over 9216 positions takes ~40% for a single example. ONE_EXAMPLE_SHARE
+# sits a decade above the first: past it, halving the batch cannot make the allocation fit.
+ONE_EXAMPLE_SHARE = 0.1
+SQUARE_LENGTH = 256  # a length below this squared is an ordinary activation (a 16x16 feature map)
+MAX_HEADS = 64
 FRACTIONS = (0.125, 0.25, 0.5)
 
 
@@ -60,8 +68,62 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
                             "whole activations: a smaller batch will not fix it", evidence,
                             f"compute it in chunks (or over the batch, not the whole data set) at {where}",
                             data={**data, "cause": "oversized_intermediate"})
+    large = ctx.run.facts.large_call
+    if large is not None:
+        size, usual, shapes, site = large
+        evidence.append(f"the model was called at {site} on inputs {', '.join(map(str, shapes))}: {size:,} values, "
+                        f"{size / usual:.0f} times its usual call ({usual:,})")
+        where = site.split(" ", 1)[0]
+        return ProbeOutcome(FAIL, f"the forward at {where} runs on {size / usual:.0f} times the data of a usual step "
+                            f"({', '.join(map(str, shapes))}) at once: a smaller batch size will not fix it", evidence,
+                            f"run it in batches (and under torch.no_grad() when it only evaluates) at {where}, or on "
+                            "the sample it was meant to take", data={**data, "cause": "oversized_intermediate"})
+    oversized = _oversized_for_one_example(ctx, asked, crash)
+    if oversized is not None:
+        summary, lines = oversized
+        evidence += lines
+        where = crash.site.split(" ", 1)[0] if crash.site else "the failing line"
+        return ProbeOutcome(FAIL, f"one intermediate at {where} {summary}: a smaller batch will not fix it", evidence,
+                            f"compute it on a smaller input (downsampled features, a shorter sequence) or in chunks "
+                            f"at {where}", data={**data, "cause": "oversized_intermediate"})
     return ProbeOutcome(PASS, f"an allocation of {bytes_text(asked) if asked else 'unknown size'} failed"
                         + (f" at {crash.site.split(' ', 1)[0]}" if crash.site else ""), evidence, data=data)
+
+
+def _oversized_for_one_example(ctx: ProbeContext, asked: int | None, crash: Any) -> tuple[str, list[str]] | None:
+    """The failed allocation divided by the batch still takes ONE_EXAMPLE_SHARE of the memory the step
+    had: one example's share of one tensor that large is not the batch's doing. Its shape is named when
+    it is n x n per example for a length n of the operands (attention or distances over n positions)."""
+    inputs = ctx.run.model_inputs()
+    size = batch_size_of(inputs) if inputs is not None else None
+    if not asked or not size:
+        return None
+    limit, base, label = limit_and_base(ctx)
+    free = limit - base
+    per_example = asked / size
+    if free <= 0 or per_example < ONE_EXAMPLE_SHARE * free:
+        return None
+    lines = [f"per example of the batch of {size} it is {bytes_text(per_example)}, {per_example / free:.0%} of the "
+             f"{bytes_text(free)} the step had ({label} less what was in use)"]
+    square = _square_length(per_example, crash.operands)
+    if square is not None:
+        lines.append(f"that is {square} x {square} values per example: an intermediate that grows with the square "
+                     f"of a length of {square} (attention or pairwise distances over {square} positions)")
+        return f"is {square} x {square} per example ({bytes_text(asked)})", lines
+    return f"needs {bytes_text(per_example)} per example ({bytes_text(asked)} in all)", lines
+
+
+def _square_length(per_example: float, operands: list[str]) -> int | None:
+    """A length n >= SQUARE_LENGTH of the operands' shapes with n*n elements per example (times a few heads)."""
+    lengths = sorted({int(n) for line in operands for shape in re.findall(r"\(([\d, ]+)\)", line)
+                      for n in shape.split(",") if n.strip().isdigit() and int(n) >= SQUARE_LENGTH}, reverse=True)
+    for itemsize in (4, 2, 8):
+        elements = per_example / itemsize
+        for n in lengths:
+            heads = elements / (n * n)
+            if heads >= 1 and heads.is_integer() and heads <= MAX_HEADS:
+                return n
+    return None
 
 
 # --- batch size -------------------------------------------------------------------------------
@@ -304,6 +366,14 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
             fix = ("keep numbers, not graphs, across steps: accumulate loss.item() (or loss.detach()), "
                    "store outputs.detach(), and evaluate under torch.no_grad()")
         return ProbeOutcome(FAIL, summary, evidence, fix, data={"cause": "memory_leak"})
+    crash = ctx.run.crash
+    if crash is not None and crash.kind == "oom":
+        gathered = facts.gathered or holders.piled(ctx.run.user_frames(), step, max(1, facts.outputs_per_step))
+        if gathered:
+            return _gathered(gathered[0], evidence, facts.outputs_per_step)
+        kept = _kept_more_than(found, crash.memory.get("asked_bytes") or 0)
+        if kept:
+            return _kept_at_oom(ctx, kept, crash.memory["asked_bytes"], evidence)
     if growth is not None or "memory_growth" in facts.reported:
         holder = found[0] if found else None
         per_step = f" {bytes_text(growth[0])}" if growth else ""
@@ -317,8 +387,75 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
     return ProbeOutcome(PASS, "no memory kept across steps", evidence)
 
 
+def _gathered(holder: tuple[str, int, str | None], evidence: list[str], per_step: int) -> ProbeOutcome:
+    name, forwards, line = holder
+    where = f" at {line.split(' ', 1)[0]}" if line else ""
+    function = line.rsplit(" in ", 1)[-1] if line and line.endswith("()") else None
+    evidence.append(f"`{name}`{where} holds the autograd graphs of {forwards} forward passes of the model in the "
+                    f"step that ran out of memory (a training step makes {per_step or 'one'})"
+                    + (f"; fed at {line}" if line else ""))
+    scope = f"run {function} under torch.no_grad()" if function else "compute it under torch.no_grad()"
+    return ProbeOutcome(FAIL, f"`{name}`{where} gathers model outputs with their autograd graphs: every forward's "
+                        "activations stay alive until memory runs out", evidence,
+                        f"{scope} (or gather out.detach()){where}: the outputs are kept for their values, not "
+                        "for backward", data={"cause": "memory_leak"})
+
+
+def _kept_more_than(found: list[holders.Holding], asked: int) -> list[holders.Holding]:
+    """The containers without graphs of one owner (a metric's ``preds`` and ``target``, emptied together)
+    that hold at least ``asked`` bytes: emptied, the allocation that failed would have fit."""
+    owners: dict[str, list[holders.Holding]] = {}
+    for holder in found:
+        if holder.oldest is None:
+            owners.setdefault(holder.name.rsplit(".", 1)[0], []).append(holder)
+    fullest = max(owners.values(), key=lambda group: sum(h.bytes for h in group), default=[])
+    return fullest if asked and sum(h.bytes for h in fullest) >= asked else []
+
+
+def _kept_at_oom(ctx: ProbeContext, kept: list[holders.Holding], asked: int, evidence: list[str]) -> ProbeOutcome:
+    """At the out-of-memory error containers hold more than the allocation that failed. A torchmetrics
+    metric's state is emptied by ``reset()``."""
+    holder = kept[0]
+    held = sum(h.bytes for h in kept)
+    evidence.append(f"{', '.join(f'`{h.name}` holds {h.tensors} tensors ({bytes_text(h.bytes)})' for h in kept)} at "
+                    f"the failure: {bytes_text(held)}, at least the {bytes_text(asked)} the failing allocation asked for")
+    owner = holder.name.rsplit(".", 1)[0]
+    metric = holder.owner in _metric_classes(ctx)
+    if metric:
+        attr = owner.rsplit(".", 1)[-1]
+        computes = [site for path in sorted(ctx.run.facts.source_files | _crash_files(ctx)) for site in
+                    source.calls_of(path, attr, "compute")]
+        where = f" after `{computes[0].text}` ({computes[0].short})" if computes else " after its compute()"
+        evidence += [f"{owner}.compute() is called at {site} and {owner}.reset() never is" for site in computes[:2]]
+        return ProbeOutcome(
+            FAIL, f"the metric {owner} ({holder.owner}) is never reset: its state keeps every update's tensors "
+            f"({bytes_text(held)}) and grows each evaluation", evidence,
+            f"call {owner}.reset(){where} (or log the metric object itself: self.log(name, {owner}))",
+            data={"cause": "memory_growth"})
+    return ProbeOutcome(
+        FAIL, f"`{holder.name}` holds {holder.tensors} tensors ({bytes_text(held)}) when memory runs out, more "
+        "than the allocation that failed", evidence, f"bound `{holder.name}` (keep a running summary, or empty it "
+        "after each use)", data={"cause": "memory_growth"})
+
+
+def _metric_classes(ctx: ProbeContext) -> set[str]:
+    """The class names of the model's submodules that are torchmetrics metrics."""
+    model = ctx.run.model
+    return {type(m).__name__ for m in model.modules() if type(m).__module__.startswith("torchmetrics")} \
+        if model is not None else set()
+
+
+def _crash_files(ctx: ProbeContext) -> set[str]:
+    crash = ctx.run.crash
+    site = crash.site.split(" ", 1)[0] if crash is not None and crash.site else ""
+    return {path for path in ctx.run.facts.source_files if site and path.endswith(site.split(":")[0])}
+
+
 def _leak_fix(holder: holders.Holding) -> str:
     line = f" at {holder.line}" if holder.line else ""
+    if holder.kind == "Tensor" and holder.name.startswith("self.") and holder.name.count(".") > 1:
+        return (f"keep `{holder.name}` out of the graph{line}: store it detached (`.detach()`), or update it under "
+                "torch.no_grad(): a running statistic needs its value, not its history")
     if holder.kind == "Tensor":
         return f"accumulate a number, not the graph{line}: {holder.name} += loss.item() (or loss.detach())"
     return (f"store detached values{line}: {holder.name}.append(x.detach()) (or x.item()), and run evaluation "

@@ -387,11 +387,19 @@ def precision(ctx: ProbeContext) -> ProbeOutcome:
         overflow = _update_overflow(ctx)
         if overflow is not None:
             evidence.append(overflow)
+            # Finite gradients in, inf weights out: float16 arithmetic inside the update (a momentum or
+            # Adam buffer past 65504). Unless the loss was already climbing (weights running away at too
+            # high a rate), that is the cause itself, as bad data is: no trial is needed to prove it.
+            climbing = loss_diverging(history(ctx)[0])
+            evidence.append("the loss was climbing before the failure: the rate may drive the weights there"
+                            if climbing else "the loss was not climbing before the failure: the weights overflowed "
+                            "in float16, not from a runaway rate")
+            half = f" (.half() at {ctx.run.facts.half_site.split(' ', 1)[0]})" if ctx.run.facts.half_site else ""
             return ProbeOutcome(
                 FAIL, "float16 overflow in the optimizer's update: float16 weights became inf from finite gradients",
-                evidence, "keep the model and the optimizer in float32 (drop model.half()) and train under "
+                evidence, f"keep the model and the optimizer in float32 (drop model.half(){half}) and train under "
                 "torch.autocast(device_type, dtype=torch.float16) with a torch.amp.GradScaler, or use bfloat16 "
-                "(float16 rounds Adam's eps=1e-8 to 0)", data={"confirmed": None})
+                "(float16 rounds Adam's eps=1e-8 to 0)", data={"confirmed": None, "definitive": not climbing})
     if watch.first is None:
         return ProbeOutcome(PASS, "float16 is used, but no float16 op overflowed in the failing step", evidence)
     name, site, detail = watch.first

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import linecache
 import math
 import operator
@@ -145,8 +146,8 @@ def calls_named(path: str, names: set[str], inside_class: str | None = None) -> 
 
 
 def freezes(path: str) -> list[Site]:
-    """The lines of ``path`` that turn gradients off: ``p.requires_grad = False`` or
-    ``m.requires_grad_(False)``."""
+    """The lines of ``path`` that turn gradients off: ``p.requires_grad = False``,
+    ``m.requires_grad_(False)`` or ``nn.Embedding.from_pretrained(w)`` (frozen unless ``freeze=False``)."""
     tree = _tree(path)
     if tree is None:
         return []
@@ -162,7 +163,16 @@ def freezes(path: str) -> list[Site]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_" \
                 and (any(map(false, node.args)) or any(false(k.value) for k in node.keywords)):
             lines.append(Site(path, node.lineno, ""))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "from_pretrained" \
+                and not any(k.arg == "freeze" and false(k.value) for k in node.keywords) and _embedding(node.func.value):
+            lines.append(Site(path, node.lineno, ""))  # nn.Embedding.from_pretrained freezes by default
     return sorted(set(lines), key=lambda site: site.line)
+
+
+def _embedding(node: ast.expr) -> bool:
+    """``nn.Embedding`` / ``Embedding`` / ``nn.EmbeddingBag``: the classes whose from_pretrained freezes."""
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return name in ("Embedding", "EmbeddingBag")
 
 
 def bias_inits(path: str) -> list[Site]:
@@ -191,6 +201,26 @@ def bias_inits(path: str) -> list[Site]:
     return sorted(set(lines), key=lambda site: site.line)
 
 
+def weight_inits(path: str) -> list[Site]:
+    """The lines of ``path`` that set a weight by hand: ``nn.init.zeros_(layer.weight)`` (any init
+    function), ``layer.weight.data.fill_(...)`` / ``.zero_()``."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+
+    def weight(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Attribute) and n.attr == "weight" for n in ast.walk(node))
+
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        initialiser = isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "init" and node.args
+        if (initialiser and weight(node.args[0])) or (node.func.attr in ("fill_", "zero_") and weight(node.func.value)):
+            lines.append(Site(path, node.lineno, ""))
+    return sorted(set(lines), key=lambda site: site.line)
+
+
 def shuffles(path: str) -> list[Site]:
     """The lines of ``path`` that shuffle one sequence in place: ``random.shuffle(x)``,
     ``np.random.shuffle(x)`` (its partner, the labels, is not shuffled with it by that call)."""
@@ -201,6 +231,97 @@ def shuffles(path: str) -> list[Site]:
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "shuffle"
              and len(node.args) == 1 and isinstance(node.args[0], (ast.Name, ast.Attribute, ast.Subscript))]
     return sorted(set(lines), key=lambda site: site.line)
+
+
+CONTAINERS = {"Sequential", "ModuleList"}
+
+
+def module_site(model: torch.nn.Module, path: str) -> Site | None:
+    """Where the submodule at ``path`` (``regressor.3``) is created in the user's source: the
+    ``self.regressor = ...`` of its owner's class, and inside an ``nn.Sequential(...)`` /
+    ``nn.ModuleList([...])`` call there, the element at its index."""
+    owner_path, _, attr = path.rpartition(".")
+    owner = model.get_submodule(owner_path) if owner_path else model
+    if attr.isdigit() and type(owner).__name__ in CONTAINERS and owner_path:
+        site = module_site(model, owner_path)
+        call = _call_at(site.path, site.line) if site is not None else None
+        items = call.args[0].elts if call is not None and call.args and isinstance(
+            call.args[0], (ast.List, ast.Tuple)) else call.args if call is not None else []
+        return Site(site.path, items[int(attr)].lineno, "") if site is not None and int(attr) < len(items) else site
+    try:
+        source = inspect.getsourcefile(type(owner))
+    except TypeError:
+        return None
+    tree = _tree(source) if source else None
+    classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+               and node.name == type(owner).__name__] if tree is not None else []
+    lines = [node.lineno for cls in classes for node in ast.walk(cls) if isinstance(node, ast.Assign) and any(
+        isinstance(t, ast.Attribute) and t.attr == attr for t in node.targets)]
+    return Site(source, min(lines), "") if lines else None
+
+
+def _call_at(path: str, line: int) -> ast.Call | None:
+    """The call assigned by the statement at ``line`` (``self.head = nn.Sequential(...)``)."""
+    tree = _tree(path)
+    statement = next((node for node in ast.walk(tree) if isinstance(node, ast.Assign) and node.lineno == line),
+                     None) if tree is not None else None
+    return statement.value if statement is not None and isinstance(statement.value, ast.Call) else None
+
+
+def indexed_attributes(cls: type, method: str = "__getitem__") -> list[tuple[str, int]]:
+    """(attribute, line) of each ``self.<attribute>[...<index>...]`` in ``cls.method``, where ``<index>``
+    is the method's first parameter: the containers a Dataset reads each sample from."""
+    function = getattr(cls, method, None)
+    try:
+        path = inspect.getsourcefile(function)
+        start = inspect.getsourcelines(function)[1]
+    except (TypeError, OSError):
+        return []
+    tree = _tree(path) if path else None
+    node = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == method
+                 and n.lineno <= start + 2 and (n.end_lineno or n.lineno) >= start), None) if tree else None
+    if node is None or len(node.args.args) < 2:
+        return []
+    index = node.args.args[1].arg
+    found = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Attribute) \
+                and isinstance(sub.value.value, ast.Name) and sub.value.value.id == "self" \
+                and any(isinstance(n, ast.Name) and n.id == index for n in ast.walk(sub.slice)) \
+                and not any(isinstance(n, ast.Subscript) for n in ast.walk(sub.slice)):
+            found.append((sub.value.attr, sub.lineno))
+    return found
+
+
+GRAD_OFF = {"no_grad", "inference_mode", "set_grad_enabled"}
+
+
+def grad_off_block(path: str, line: int) -> Site | None:
+    """The innermost ``with torch.no_grad():`` (``inference_mode``, ``set_grad_enabled``) block of
+    ``path`` whose body holds ``line``, or the ``@torch.no_grad()`` of the function that does."""
+    tree = _tree(path)
+    if tree is None:
+        return None
+
+    def turns_off(expr: ast.expr) -> bool:
+        call = expr.func if isinstance(expr, ast.Call) else expr
+        name = call.attr if isinstance(call, ast.Attribute) else call.id if isinstance(call, ast.Name) else None
+        return name in GRAD_OFF
+
+    found = []
+    for node in ast.walk(tree):
+        if not node_holds(node, line):
+            continue
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(turns_off(item.context_expr) for item in node.items) \
+                and node.body[0].lineno <= line:
+            found.append((node.lineno, node.lineno))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found += [(node.lineno, d.lineno) for d in node.decorator_list if turns_off(d)]
+    return Site(path, max(found)[1], "") if found else None
+
+
+def node_holds(node: ast.AST, line: int) -> bool:
+    return getattr(node, "lineno", line + 1) <= line <= (getattr(node, "end_lineno", None) or -1)
 
 
 def enclosing_function(path: str, line: int) -> str | None:

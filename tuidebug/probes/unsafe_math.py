@@ -40,6 +40,7 @@ CATEGORIES = {
     "acos": {"acos", "asin", "arccos", "arcsin", "acos_", "asin_", "atanh"},
     "norm": {"norm", "vector_norm", "linalg_vector_norm", "frobenius_norm", "cdist", "pairwise_distance", "dist"},
     "softmax": {"softmax", "log_softmax", "_softmax"},
+    "statistics": {"std", "var", "std_mean", "var_mean"},
 }
 FIXES = {
     "log": "clamp the argument (torch.log(x.clamp_min(1e-8))) or stay in log space: F.log_softmax, "
@@ -56,12 +57,15 @@ FIXES = {
             "the norm of a zero vector has no gradient",
     "softmax": "never let a whole row be -inf: mask with a large negative number (-1e9) or skip rows that are "
                "entirely masked",
+    "statistics": "a std / var over a single element is NaN (it divides by n - 1 = 0): skip batches of one sample "
+                  "(DataLoader(..., drop_last=True)) or use correction=0 (unbiased=False)",
     "other": "keep the argument inside the function's domain (clamp it)",
 }
 NODE_OPS = {"Sqrt": "sqrt", "Rsqrt": "divide", "Pow": "pow", "Acos": "acos", "Asin": "acos", "Log": "log",
             "Log2": "log", "Log10": "log", "Div": "divide", "Reciprocal": "divide", "Exp": "exp", "Norm": "norm",
             "LinalgVectorNorm": "norm", "Cdist": "norm", "Softmax": "softmax", "LogSoftmax": "softmax",
-            "Atanh": "acos"}
+            "Atanh": "acos", "Std": "statistics", "Var": "statistics", "StdMean": "statistics",
+            "VarMean": "statistics"}
 _TRACE_LINE = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
 
 
@@ -130,7 +134,8 @@ class ForwardWatch(OpWatch):
         made_inf = _finite(inputs) and not _finite(outputs)
         if (made_nan or made_inf) and self.first is None:
             value = "NaN" if made_nan else "Inf"
-            culprit = Culprit(name, site, f"{value} from inputs without it ({_range(inputs[0]) if inputs else ''})")
+            detail = _single_element(name, args, kwargs) or (_range(inputs[0]) if inputs else "")
+            culprit = Culprit(name, site, f"{value} from inputs without it ({detail})")
             if category(name) != "other":
                 self.first = culprit
             elif self.first_other is None:
@@ -141,6 +146,21 @@ class ForwardWatch(OpWatch):
 
     def done(self) -> bool:
         return self.first is not None and len(self.risky) > 20
+
+
+def _single_element(name: str, args: tuple, kwargs: dict) -> str | None:
+    """For a std / var: the reduced dimensions of size 1 (a batch of one sample), said as such."""
+    if category(name) != "statistics" or not args or not isinstance(args[0], torch.Tensor):
+        return None
+    x = args[0]
+    dim = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], bool) else None)
+    dims = [dim] if isinstance(dim, int) else list(dim) if isinstance(dim, (list, tuple)) else list(range(x.dim()))
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    if count > 1:
+        return None
+    return f"over dim {dim} of input {tuple(x.shape)}: a single element, a batch of one sample"
 
 
 def _risk(name: str, args: tuple) -> str | None:
@@ -281,6 +301,11 @@ def _safe(kind: str, name: str, func: Any, args: tuple, kwargs: dict) -> Any:
         return (squares + EPS).sqrt()
     elif kind == "softmax" and isinstance(args[0], torch.Tensor):
         args[0] = args[0].clamp_min(-1e4)
+    elif kind == "statistics" and name in ("std", "var") and isinstance(args[0], torch.Tensor):
+        # The spread of one sample is 0, not 0/0; with an eps under the root, its gradient is finite too.
+        dim = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], bool) else None)
+        variance = args[0].var(dim=dim, correction=0, keepdim=kwargs.get("keepdim", False))
+        return (variance + EPS).sqrt() if name == "std" else variance
     return func(*args, **kwargs)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tuidebug.sites import Site, is_user_file
+from tuidebug.sites import Site, behalf_site, is_user_file
 
 MAX_CALLS = 20_000  # a watch stops looking after this many calls: a replayed step is bounded
 
@@ -30,12 +30,12 @@ def op_name(func: Any) -> str:
 
 def caller_site() -> Site | None:
     """The user's frame that made the current torch call: the first frame outside torch, if it is the
-    user's (None when tuidebug, or another library, made it)."""
+    user's; when tuidebug replays the user's loss, the line it stands for; else None (another library)."""
     frame = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename.startswith(_TRANSPARENT):
         frame = frame.f_back
     if frame is None or not is_user_file(frame.f_code.co_filename):
-        return None
+        return behalf_site()
     return Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
 
 

@@ -1,0 +1,241 @@
+"""The pieces behind the verdicts on the blind corpus cases, on real tensors, graphs and modules: what
+holds gathered model outputs at an out-of-memory error, the containers a Dataset reads with one index,
+the ``with torch.no_grad()`` around a call, where a submodule is created, a std over one sample, a
+LambdaLR that returns a rate, and the one-example share of a failed allocation."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import SCRIPTS, wait_for
+
+from tuidebug.agent.facts import Facts
+from tuidebug.probes import holders
+from tuidebug.probes.learning import rate_not_factor
+from tuidebug.probes.memory import _kept_more_than, _square_length
+from tuidebug.probes.source import grad_off_block, indexed_attributes, module_site
+from tuidebug.probes.unsafe_math import ForwardWatch, SafeOp
+
+
+class Head(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(4, 8)
+        self.regressor = nn.Sequential(
+            nn.Linear(8, 4),
+            nn.ReLU(),
+            nn.Linear(4, 1),
+            nn.ReLU(),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.regressor(self.body(x))
+
+
+class Pairs(torch.utils.data.Dataset):
+    def __init__(self, names: list[str], labels: torch.Tensor, keep: torch.Tensor) -> None:
+        self.names = names
+        self.labels = labels[keep]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[str, torch.Tensor]:
+        return self.names[index], self.labels[index]
+
+
+def gather(model: nn.Module, facts: Facts, batches: int) -> torch.Tensor:
+    """An evaluation loop run with gradients on, gathering outputs with their graphs."""
+    feats = None
+    for _ in range(batches):
+        out = model(torch.randn(3, 4))
+        facts.tag_graph(out, 7, "model output")
+        feats = out if feats is None else torch.cat((feats, out))
+    frames.append(sys._getframe())
+    return feats
+
+
+frames: list = []
+
+
+def line_of(text: str) -> int:
+    return next(i for i, line in enumerate(open(__file__).read().splitlines(), 1) if line.strip() == text)
+
+
+def test_a_tensor_gathering_the_outputs_of_several_forwards_is_named_with_its_line() -> None:
+    facts, model = Facts(), Head()
+    frames.clear()
+    gather(model, facts, 4)
+    found = holders.piled(frames, 7, more_than=1)
+    assert [(name, forwards) for name, forwards, _ in found] == [("feats", 4)]
+    assert "torch.cat((feats, out))" in found[0][2] and found[0][2].endswith("in gather()")
+    frames.clear()
+    gather(model, facts, 1)
+    assert holders.piled(frames, 7, more_than=1) == []  # one forward's output is what a step holds anyway
+
+
+def test_containers_of_different_lengths_read_with_one_index_are_found() -> None:
+    line = line_of("return self.names[index], self.labels[index]")
+    assert indexed_attributes(Pairs) == [("names", line), ("labels", line)]
+    from tuidebug.probes.learning import _unequal_containers
+    split = Pairs(["a", "b", "c", "d"], torch.arange(4), torch.tensor([True, False, True, True]))
+    assert [(name, length) for name, length, _ in _unequal_containers(split)] == [("names", 4), ("labels", 3)]
+    aligned = Pairs(["a", "b"], torch.arange(2), torch.tensor([True, True]))
+    assert _unequal_containers(aligned) == []
+
+
+def test_the_no_grad_block_around_a_line_and_the_line_a_submodule_is_created_on() -> None:
+    inside = line_of("return model(x)  # inside no_grad")
+    block = grad_off_block(__file__, inside)
+    assert block is not None and block.text == "with torch.no_grad():"
+    assert grad_off_block(__file__, inside + 3) is None
+    site = module_site(Head(), "regressor.3")
+    assert site is not None and site.line == line_of("nn.Linear(4, 1),") + 1 and site.text == "nn.ReLU(),"
+    assert module_site(Head(), "regressor").text == "self.regressor = nn.Sequential("
+
+
+def decoded(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return model(x)  # inside no_grad
+
+
+def spread_of(x: torch.Tensor) -> torch.Tensor:
+    return torch.std(x, dim=0)
+
+
+def test_a_std_over_a_batch_of_one_is_named_and_its_safe_form_keeps_backward_finite() -> None:
+    x = torch.randn(1, 4, requires_grad=True)
+    watch = ForwardWatch()
+    with watch, pytest.warns(UserWarning):
+        spread_of(x)
+    culprit = watch.first
+    assert culprit is not None and culprit.kind == "statistics" and "a batch of one sample" in culprit.detail
+    safe = SafeOp(culprit)
+    with safe:
+        spread = spread_of(x)
+    spread.sum().backward()
+    assert safe.applied == 1
+    assert bool(torch.isfinite(spread).all()) and bool(torch.isfinite(x.grad).all())
+
+
+def test_a_lambda_that_returns_a_rate_is_told_from_a_warm_up() -> None:
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1e-3)
+    rate = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 1e-3 * 0.95 ** epoch)
+    assert rate_not_factor(rate)[0] == pytest.approx(1e-3)
+    warm_up = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, step / 500))
+    assert rate_not_factor(warm_up) is None
+    assert rate_not_factor(torch.optim.lr_scheduler.StepLR(optimizer, 10)) is None
+
+
+def test_an_n_by_n_allocation_per_example_names_its_length() -> None:
+    operands = ["proj_query: (8, 9216, 2) float32", "proj_key: (8, 2, 9216) float32"]
+    assert _square_length(9216 * 9216 * 4, operands) == 9216
+    assert _square_length(32 * 64 * 64 * 4, ["x: (64, 3, 64, 64) float32"]) is None  # a feature map, not n x n
+
+
+def test_a_metrics_states_are_weighed_together_against_the_failed_allocation() -> None:
+    def held(name: str, size: int) -> holders.Holding:
+        return holders.Holding(name, "list of 11 tensors", "BinaryAveragePrecision", 11, size, None, None)
+
+    states = [held("self.val_ap.preds", 44), held("self.val_ap.target", 44), held("self.cache", 10)]
+    assert [h.name for h in _kept_more_than(states, 88)] == ["self.val_ap.preds", "self.val_ap.target"]
+    assert _kept_more_than(states, 100) == []
+
+
+def findings_of(start_run, script: str) -> list[str]:
+    _, session = start_run(SCRIPTS / script)
+    wait_for(lambda: session.state == "ended", 60, "the script to end")
+    return [e.message for e in session.events if e.kind == "finding"]
+
+
+def test_a_zero_grad_between_backward_and_step_is_found_with_both_lines(start_run) -> None:
+    wiped = next(f for f in findings_of(start_run, "zero_grad_after_backward.py") if f.startswith("zero_grad_wipes:"))
+    assert "zero_grad_after_backward.py:15 `optimizer.zero_grad()`" in wiped
+    assert "zero_grad_after_backward.py:16 `optimizer.step()`" in wiped
+
+
+@pytest.mark.parametrize("script", ["pat_grad_accum.py", "pat_multi_optim.py"])
+def test_accumulation_and_two_optimizers_reset_gradients_where_they_should(start_run, script: str) -> None:
+    assert not [f for f in findings_of(start_run, script) if f.startswith("zero_grad_wipes:")]
+
+
+def test_plain_tensors_updated_by_hand_count_as_steps(start_run) -> None:
+    """No nn.Module and no optimizer (makemore, micrograd style): the graph's leaves are the parameters."""
+    _, session = start_run(SCRIPTS / "plain_tensors_manual_sgd.py")
+    wait_for(lambda: session.state == "ended", 60, "the script to end")
+    assert session.step >= 29
+    assert not [e for e in session.events if e.kind == "finding" and e.message.startswith("no_optimizer_step")]
+
+
+def fit_keypoints(output: torch.Tensor, key_pts: torch.Tensor, seen: list) -> torch.Tensor:
+    key_pts = key_pts.view(1, -1)
+    seen.append(key_pts)  # what the loss hook records as the failing call's target
+    return nn.functional.mse_loss(output, key_pts)
+
+
+def test_a_target_whose_batch_a_view_folded_is_named_with_the_reshape_line() -> None:
+    from tuidebug.agent.crash import FailedLoss, analyse
+    output, seen = torch.randn(10, 136), []
+    with pytest.raises(RuntimeError) as raised, pytest.warns(UserWarning):
+        fit_keypoints(output, torch.randn(10, 68, 2), seen)
+    crash = analyse(raised.value, None, FailedLoss("mse_loss", output, seen[0], 1), 10, {})
+    assert crash.cause == "batch_folded"
+    reshaped = f"test_findings.py:{line_of('key_pts = key_pts.view(1, -1)')}"
+    assert any(reshaped in finding for finding in crash.findings), crash.findings
+    assert "key_pts.view(key_pts.size(0), -1)" in crash.fix and reshaped in crash.fix
+
+
+class Frames(torch.utils.data.Dataset):
+    def __init__(self, frames: torch.Tensor) -> None:
+        self.frames = frames
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        img = self.frames[index]
+        return (img - img.min()) / (img.max() - img.min())
+
+
+def test_a_sample_made_nan_in_getitem_names_the_division() -> None:
+    from tuidebug.probes.inputs import made_in_getitem
+    frames = torch.rand(4, 8, 8)
+    frames[2] = 0.0
+    lines, culprit = made_in_getitem(Frames(frames), [2])
+    assert culprit is not None and culprit.kind == "divide"
+    assert culprit.site.line == line_of("return (img - img.min()) / (img.max() - img.min())")
+    assert any("at or near 0" in line for line in lines)
+    assert made_in_getitem(Frames(frames), [1]) == ([], None)
+
+
+def test_a_call_on_tenfold_the_usual_inputs_but_not_its_batch_is_kept_with_its_line() -> None:
+    facts = Facts()
+    for _ in range(8):
+        facts.observe_call_size([torch.zeros(32, 6)], lambda: "train.py:10")
+    facts.observe_call_size([torch.zeros(64, 6)], lambda: "train.py:10")
+    assert facts.large_call is None  # an evaluation batch twice the training one is still a batch
+    facts.observe_call_size([torch.zeros(5000, 6)], lambda: "train.py:20")
+    assert facts.large_call is None  # a larger batch: the batch check's
+    facts.observe_call_size([torch.zeros(32, 500, 6)], lambda: "train.py:30")
+    assert facts.large_call == (96000, 192, [(32, 500, 6)], "train.py:30")
+
+
+class Gate(nn.Module):
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__()
+        self.words = nn.Embedding.from_pretrained(table)
+        self.tags = nn.Embedding.from_pretrained(table, freeze=False)
+        self.gate = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        nn.init.zeros_(self.gate[0].weight)
+
+
+def test_hand_set_weights_and_frozen_pretrained_tables_are_found_in_the_source() -> None:
+    from tuidebug.probes.source import freezes, weight_inits
+    assert line_of("nn.init.zeros_(self.gate[0].weight)") in [site.line for site in weight_inits(__file__)]
+    frozen = [site.line for site in freezes(__file__)]
+    assert line_of("self.words = nn.Embedding.from_pretrained(table)") in frozen
+    assert line_of("self.tags = nn.Embedding.from_pretrained(table, freeze=False)") not in frozen
