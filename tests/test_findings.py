@@ -5,6 +5,7 @@ LambdaLR that returns a rate, and the one-example share of a failed allocation."
 
 from __future__ import annotations
 
+import collections
 import sys
 
 import pytest
@@ -239,3 +240,47 @@ def test_hand_set_weights_and_frozen_pretrained_tables_are_found_in_the_source()
     frozen = [site.line for site in freezes(__file__)]
     assert line_of("self.words = nn.Embedding.from_pretrained(table)") in frozen
     assert line_of("self.tags = nn.Embedding.from_pretrained(table, freeze=False)") not in frozen
+
+
+class Scored(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(2, 1)
+        self.metric = Keeper()
+
+
+class Keeper(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.preds: list[torch.Tensor] = []
+        self.recent: collections.deque = collections.deque(maxlen=4)
+
+
+def test_a_model_container_that_grows_at_every_pass_is_a_finding_and_a_bounded_one_is_not() -> None:
+    model, facts = Scored(), Facts()
+    for added in (0, 2, 0, 3, 0, 3):  # a pass over the data adds to it, nothing ever empties it
+        model.metric.preds += [torch.zeros(3)] * added
+        model.metric.recent.extend([torch.zeros(3)] * 4)
+        facts.observe_containers(holders.container_sizes([model]))
+    assert holders.container_sizes([model]) == {"self.metric.preds": (8, "Keeper")}
+    text, _ = facts._container_growth()
+    assert "`self.metric.preds` (Keeper) holds 8 tensors" in text and facts.growing_container == "self.metric.preds"
+    emptied = Facts()
+    for count in (0, 4, 0, 4, 0, 4):  # outputs collected for an epoch's end, then cleared
+        emptied.observe_containers({"self.outputs": (count, "Module")})
+    assert emptied._container_growth() is None
+
+
+def test_a_replay_that_does_not_reproduce_the_run_cannot_rule_a_cause_out() -> None:
+    from types import SimpleNamespace
+
+    from tuidebug.probes.trials import Start, Trial, unfaithful
+    from tuidebug.probe_api import Adjust
+    run = SimpleNamespace(failure=SimpleNamespace(step=20),
+                          history=[SimpleNamespace(step=s, loss=1.0 + s / 100) for s in range(1, 20)])
+    ctx = SimpleNamespace(run=run, history=run.history)
+    start = Start(None, 8, "the checkpoint of step 12")  # the first replayed step is 13, whose loss was 1.13
+    assert unfaithful(ctx, start, Trial(Adjust(), losses=[1.131, 1.2])) is None
+    note = unfaithful(ctx, start, Trial(Adjust(), losses=[float("nan")]))
+    assert note is not None and "step 13 was 1.13" in note
+    assert unfaithful(ctx, start, Trial(Adjust(), losses=[0.4])) is not None

@@ -110,6 +110,15 @@ class NoPipeline(Exception):
     """There is no way to run the pipeline here: the message says what the user can add."""
 
 
+class LoopGone(Exception):
+    """The script's loop ended (or raised) while a probe was replaying through it."""
+
+
+class NeedsLoop(Exception):
+    """The probe needs the script's live loop, which has ended, and copies are not wanted here
+    (``diagnose`` re-runs the probe on a second run of the script instead)."""
+
+
 class RunView(Protocol):
     """What a probe may read of the run (implemented by the agent)."""
 

@@ -22,7 +22,7 @@ FINDING_BRANCHES = {
     "frozen": "learning", "no_grad_params": "learning", "eval_mode": "learning", "loss_input": "learning",
     "backward_without_graph": "learning", "no_optimizer_step": "learning", "lr_schedule": "learning",
     "loss_broadcast": "shape", "one_hot_width": "shape",
-    "graphs_kept": "oom", "memory_growth": "oom",  # graphs or tensors kept across steps
+    "graphs_kept": "oom", "memory_growth": "oom", "container_growth": "oom",  # graphs or tensors kept across steps
 }
 BRANCH_ORDER = ("oom", "shape", "learning")
 # The trend of the run's own loss, judged on the medians of its first and last fifths (at least

@@ -511,6 +511,9 @@ class Agent:
 
     def on_loader(self, loader: Any) -> None:
         self.loaders[id(loader)] = weakref.ref(loader)
+        if self.observed.models:
+            self.facts.observe_containers(holders.container_sizes(self.observed.models))
+            self._report_findings()
         if self._datasets.get(id(loader)) is None:  # the dataset outlives its loader (post-mortem checks read it)
             self._datasets[id(loader)] = getattr(loader, "dataset", None)
         try:
@@ -626,7 +629,7 @@ class Agent:
 
     def _report_findings(self) -> None:
         for code, text, details in self.facts.new_findings(self.step):
-            if code in ("graphs_kept", "memory_growth"):
+            if code in ("graphs_kept", "memory_growth", "container_growth"):
                 details = self._find_leak_holders(any_graph=code == "graphs_kept")
             self.event("finding", f"{code}: {text}", details)
 

@@ -47,6 +47,13 @@ GROWTH_BYTES = 256 * 1024
 GROWTH_TOTAL = 32 * 2**20
 GROWTH_RISING = 0.75
 NO_STEP_BACKWARDS = 5
+# A container of the model grows when, over its last CONTAINER_PASSES sightings (one at the start of each
+# pass over a DataLoader: training and evaluation epochs, Lightning's sanity check included), it never
+# shrank, rose at least CONTAINER_PASSES - 2 times and holds CONTAINER_TENSORS tensors: a buffer that a
+# pass fills and the next empties (outputs collected for the epoch's end) is empty or the same size at
+# each start; a bounded deque is not looked at; a metric state never reset rises at every evaluation.
+CONTAINER_PASSES = 4
+CONTAINER_TENSORS = 4
 # Graph tags kept per step: a healthy loop frees step t's graph by step t + 2 (see NOTES.md), so a
 # tag older than that still alive means something holds the graph.
 TAGGED_STEPS = 400
@@ -173,6 +180,8 @@ class Facts:
     leak_holders: list = field(default_factory=list)  # ``holders.Holding`` found while the run was live
     leak_step: int | None = None
     gathered: list = field(default_factory=list)
+    container_counts: dict = field(default_factory=dict)  # path -> (owner class, tensors held at each pass)
+    growing_container: str | None = None
     call_sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=64))  # (elements, batch) per call
     large_call: tuple | None = None  # (elements, usual elements, shapes, site) of the latest call, if far above the usual  # ``holders.piled`` in the frames of an out-of-memory error
     address_space: int | None = None  # the process's address space at the latest step boundary (or first forward)
@@ -190,7 +199,8 @@ class Facts:
                             ("unregistered_modules", self._unregistered), ("no_grad_params", self._no_grad),
                             ("eval_mode", self._eval_mode), ("loss_input", self._loss_input),
                             ("no_optimizer_step", self._no_step), ("lr_schedule", lambda: self._schedule(step)),
-                            ("graphs_kept", lambda: self._graphs(step)), ("memory_growth", self._growth)):
+                            ("graphs_kept", lambda: self._graphs(step)), ("memory_growth", self._growth),
+                            ("container_growth", self._container_growth)):
             if code in self.reported:
                 continue
             result = check()
@@ -316,6 +326,24 @@ class Facts:
         self.tags_per_step = max(self.tags_per_step, self.tags_this_step)
         self.outputs_per_step = max(self.outputs_per_step, self.outputs_this_step)
         self.tags_this_step = self.outputs_this_step = 0
+
+    def observe_containers(self, sizes: dict[str, tuple[int, str]]) -> None:
+        """The tensors held by the model's containers, at the start of each pass over a DataLoader."""
+        for path, (count, owner) in sizes.items():
+            self.container_counts.setdefault(path, (owner, []))[1].append(count)
+
+    def _container_growth(self) -> tuple[str, list[str]] | None:
+        """A container of the model that holds more tensors at every new pass over the data (epoch after
+        epoch), never fewer: nothing empties it."""
+        for path, (owner, counts) in self.container_counts.items():
+            recent = counts[-CONTAINER_PASSES:]
+            rises = sum(b > a for a, b in zip(recent, recent[1:]))
+            if len(recent) == CONTAINER_PASSES and rises >= CONTAINER_PASSES - 2 and \
+                    all(b >= a for a, b in zip(recent, recent[1:])) and recent[-1] >= CONTAINER_TENSORS:
+                self.growing_container = path
+                return (f"`{path}` ({owner}) holds {recent[-1]} tensors and keeps more at every pass over the data "
+                        f"({', '.join(map(str, recent))}): nothing empties it", [])
+        return None
 
     def _growth(self) -> str | None:
         growth = self.memory_growth()

@@ -27,22 +27,14 @@ import torch
 import tuidebug.probes  # noqa: F401  (the probe families register themselves on import)
 from tuidebug.agent.snapshot import Snapshot
 from tuidebug.agent.trainers import MODEL_CALL, CopyTrainer, ReplayTrainer, StepAdjuster
-from tuidebug.probe_api import ON_TRAINING_THREAD, PREFERS_COPY, PROBES, Adjust, Iteration, NoPipeline, ProbeContext, ProbeOutcome
+from tuidebug.probe_api import (
+    ON_TRAINING_THREAD, PREFERS_COPY, PROBES, Adjust, Iteration, LoopGone, NeedsLoop, NoPipeline, ProbeContext, ProbeOutcome)
 from tuidebug.protocol import Command, ProbeProgress, ProbeResult
 
 if TYPE_CHECKING:
     from tuidebug.agent.core import Agent
 
 _run_ids = itertools.count(1)
-
-
-class LoopGone(Exception):
-    """The script's loop ended (or raised) while a probe was replaying through it."""
-
-
-class NeedsLoop(Exception):
-    """The probe needs the script's live loop, which has ended, and copies are not wanted here
-    (``diagnose`` re-runs the probe on a second run of the script instead)."""
 
 
 @dataclass

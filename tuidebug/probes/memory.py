@@ -374,6 +374,12 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
         kept = _kept_more_than(found, crash.memory.get("asked_bytes") or 0)
         if kept:
             return _kept_at_oom(ctx, kept, crash.memory["asked_bytes"], evidence)
+    if facts.growing_container is not None:
+        kept = [h for h in found if h.name.rsplit(".", 1)[0] == facts.growing_container.rsplit(".", 1)[0]]
+        if kept:
+            evidence.append(f"`{facts.growing_container}` grew at every pass over the data: "
+                            + ", ".join(map(str, facts.container_counts[facts.growing_container][1][-8:])))
+            return _kept_state(ctx, kept, evidence)
     if growth is not None or "memory_growth" in facts.reported:
         holder = found[0] if found else None
         per_step = f" {bytes_text(growth[0])}" if growth else ""
@@ -413,12 +419,18 @@ def _kept_more_than(found: list[holders.Holding], asked: int) -> list[holders.Ho
 
 
 def _kept_at_oom(ctx: ProbeContext, kept: list[holders.Holding], asked: int, evidence: list[str]) -> ProbeOutcome:
-    """At the out-of-memory error containers hold more than the allocation that failed. A torchmetrics
-    metric's state is emptied by ``reset()``."""
+    """At the out-of-memory error containers hold more than the allocation that failed."""
+    evidence.append(f"{', '.join(f'`{h.name}` holds {h.tensors} tensors ({bytes_text(h.bytes)})' for h in kept)} at "
+                    f"the failure: {bytes_text(sum(h.bytes for h in kept))}, at least the {bytes_text(asked)} the "
+                    "failing allocation asked for")
+    return _kept_state(ctx, kept, evidence)
+
+
+def _kept_state(ctx: ProbeContext, kept: list[holders.Holding], evidence: list[str]) -> ProbeOutcome:
+    """Containers of one owner that keep what every step adds. A torchmetrics metric's state is emptied
+    by ``reset()``."""
     holder = kept[0]
     held = sum(h.bytes for h in kept)
-    evidence.append(f"{', '.join(f'`{h.name}` holds {h.tensors} tensors ({bytes_text(h.bytes)})' for h in kept)} at "
-                    f"the failure: {bytes_text(held)}, at least the {bytes_text(asked)} the failing allocation asked for")
     owner = holder.name.rsplit(".", 1)[0]
     metric = holder.owner in _metric_classes(ctx)
     if metric:
@@ -433,9 +445,9 @@ def _kept_at_oom(ctx: ProbeContext, kept: list[holders.Holding], asked: int, evi
             f"call {owner}.reset(){where} (or log the metric object itself: self.log(name, {owner}))",
             data={"cause": "memory_growth"})
     return ProbeOutcome(
-        FAIL, f"`{holder.name}` holds {holder.tensors} tensors ({bytes_text(held)}) when memory runs out, more "
-        "than the allocation that failed", evidence, f"bound `{holder.name}` (keep a running summary, or empty it "
-        "after each use)", data={"cause": "memory_growth"})
+        FAIL, f"`{holder.name}` keeps {holder.tensors} tensors ({bytes_text(held)}) and nothing empties it: memory "
+        "grows with every step that adds to it", evidence, f"bound `{holder.name}` (keep a running summary, or "
+        "empty it after each use)", data={"cause": "memory_growth"})
 
 
 def _metric_classes(ctx: ProbeContext) -> set[str]:

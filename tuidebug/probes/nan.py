@@ -25,9 +25,9 @@ from typing import Any
 import torch
 
 from tuidebug.batches import tensors_in
-from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, ProbeContext, ProbeOutcome, probe
+from tuidebug.probe_api import LoopGone, NeedsLoop, FAIL, INCONCLUSIVE, PASS, Adjust, ProbeContext, ProbeOutcome, probe
 from tuidebug.probes.inputs import data_tensors
-from tuidebug.probes.trials import Start, finite, median, run_trial, start_point
+from tuidebug.probes.trials import Start, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
 
@@ -288,27 +288,44 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
     evidence += outlier_batch(ctx)
     data["clip"] = clip
     if clip is not None:
-        start = start_point(ctx)
-        base = run_trial(ctx, start, Adjust())
-        clipped = run_trial(ctx, start, Adjust(clip=clip))
+        try:
+            start = start_point(ctx)
+            base = run_trial(ctx, start, Adjust())
+            clipped = run_trial(ctx, start, Adjust(clip=clip))
+        except (NeedsLoop, LoopGone):
+            finite_peak = max(finite(norms[-4:]) or [0.0])
+            if not exploding or healthy is None or finite_peak < SPIKE * healthy:
+                raise  # without a replay, only a rise the finite norms show counts (an inf alone is the symptom)
+            evidence.append(f"finite norms before the failure reached {finite_peak:.4g} ({finite_peak / healthy:.3g}x "
+                            "the healthy median)")
+            evidence.append("not replayed: the script's loop has ended, so the clipping could not be tried; the "
+                            "explosion is the run's own, in its gradient history")
+            return _exploding(ctx, evidence, data, clip, layer, healthy)
         evidence += [f"replay from {start.label}: {base.describe()}",
                      f"... with clip_grad_norm_ at {clip:g}: {clipped.describe()}"]
         data["confirmed"] = base.blew_up and clipped.holds
         data["fixed_loss"] = clipped.final if clipped.holds else None
-        if exploding and base.blew_up and not clipped.holds:
+        unlike = unfaithful(ctx, start, base)
+        if unlike is not None:
+            evidence.append(unlike)
+        elif exploding and base.blew_up and not clipped.holds:
             exploding = False
             evidence.append("clipping does not keep the replay finite and learning: the gradients are not what "
                             "breaks the run")
     if exploding:
-        after = ctx.run.facts.backward_site
-        fix = ("clip the gradient norm between backward() and step()"
-               + (f" (after {after})" if after else "")
-               + f": torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={clip:g})")
-        where = f" ({layer})" if layer else ""
-        return ProbeOutcome(FAIL, f"exploding gradients{where}: " + (
-            f"the norm jumped {data['spike'] or math.inf:.3g}x over its healthy median while the loss was stable"
-            if healthy is not None else "the gradient is huge from the first steps"), evidence, fix, data=data)
+        return _exploding(ctx, evidence, data, clip, layer, healthy)
     return ProbeOutcome(PASS, "no gradient explosion ahead of the failure", evidence, data=data)
+
+
+def _exploding(ctx: ProbeContext, evidence: list[str], data: dict, clip: float, layer: str | None,
+               healthy: float | None) -> ProbeOutcome:
+    after = ctx.run.facts.backward_site
+    fix = ("clip the gradient norm between backward() and step()" + (f" (after {after})" if after else "")
+           + f": torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={clip:g})")
+    where = f" ({layer})" if layer else ""
+    return ProbeOutcome(FAIL, f"exploding gradients{where}: " + (
+        f"the norm jumped {data.get('spike') or math.inf:.3g}x over its healthy median while the loss was stable"
+        if healthy is not None else "the gradient is huge from the first steps"), evidence, fix, data=data)
 
 
 # --- float16 overflow -----------------------------------------------------------------------

@@ -27,6 +27,12 @@ LEARNS = 0.9
 MIN_STEPS = 20
 
 
+# A replay reproduces the run when its first step's loss is within FAITHFUL of the one the run recorded
+# (replays restore the RNG: on the same batch and state the loss is the same up to summation order; a
+# copy that draws no batch-sampling numbers can shift dropout masks by a few percent, not more).
+FAITHFUL = 0.1
+
+
 @dataclass
 class Start:
     """Where trials begin: a saved state and how many steps before the failure it was taken."""
@@ -100,6 +106,24 @@ def start_point(ctx: ProbeContext) -> Start:
         return Start(ctx.break_state, 1, "the state at the break")
     step, snapshot, steps_before = checkpoint
     return Start(snapshot, steps_before, f"the checkpoint of step {step}")
+
+
+def unfaithful(ctx: ProbeContext, start: Start, as_written: Trial) -> str | None:
+    """Why the replay as written is not the run (its first step's loss differs from the one the run
+    recorded for that step by more than FAITHFUL), or None. A replay that does not reproduce the run
+    cannot rule a cause out (a character RNN whose copy replays one call of its many)."""
+    failure = ctx.run.failure
+    if failure is None or not as_written.losses:
+        return None
+    first = failure.step - start.steps_before + 1  # a checkpoint of step k is the state after k steps
+    recorded = next((s.loss for s in ctx.history if s.step == first and s.loss is not None), None)
+    replayed = as_written.losses[0]
+    if recorded is None or not math.isfinite(recorded):
+        return None
+    if math.isfinite(replayed) and abs(replayed - recorded) <= FAITHFUL * max(abs(recorded), 1e-8):
+        return None
+    return (f"the replay does not reproduce the run: its first step's loss is {replayed:.4g}, the run's own at step "
+            f"{first} was {recorded:.4g}; its outcome cannot rule this cause out")
 
 
 def run_trial(ctx: ProbeContext, start: Start, adjust: Adjust, steps: int | None = None) -> Trial:
