@@ -177,10 +177,13 @@ class AgentClient:
     def _write(self, batch: list[Message]) -> bool:
         frames = []
         for message in batch:
-            if not isinstance(message, Message):
-                message = self._resolve(message)
-                message.dropped, self._dropped = self._dropped, 0
-            frames.append(protocol.encode(message))
+            try:
+                if not isinstance(message, Message):
+                    message = self._resolve(message)
+                    message.dropped, self._dropped = self._dropped, 0
+                frames.append(protocol.encode(message))
+            except MemoryError:  # the script ran the process out of memory: drop this one, keep the channel
+                self._dropped += 1
         try:
             if frames and self._sock is not None:
                 self._sock.sendall(b"".join(frames))

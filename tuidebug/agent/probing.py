@@ -96,14 +96,18 @@ class ProbeRuntime:
             is_cancelled=self.cancel.is_set,
             deadline=time.monotonic() + float(params.get("seconds", math.inf)))
         self.active = ctx
-        if name in ON_TRAINING_THREAD:
-            self.inline = True
+        if name not in ON_TRAINING_THREAD:
             try:
-                self._run(probe, ctx)  # its _probe_done is handled by the hold this runs in
-            finally:
-                self.inline = False
-            return
-        threading.Thread(target=self._run, args=(probe, ctx), name=f"tuidebug-probe-{name}", daemon=True).start()
+                threading.Thread(target=self._run, args=(probe, ctx), name=f"tuidebug-probe-{name}", daemon=True).start()
+                return
+            except RuntimeError:  # no room for a thread's stack (the script used the address space up)
+                if live_loop and not self._loop_gone:
+                    raise  # a replay through the live loop cannot run on the loop's own thread
+        self.inline = True  # on the training thread: its _probe_done is handled by the hold this runs in
+        try:
+            self._run(probe, ctx)
+        finally:
+            self.inline = False
 
     def wants_replay(self, source: int) -> bool:
         return self.replaying and source == self.source
