@@ -59,7 +59,8 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
     asked = crash.memory.get("asked_bytes")
     activations = _activations_at_batch(ctx)
     data: dict[str, Any] = {"asked": asked}
-    if asked and activations and asked > OVERSIZED * activations[1]:
+    in_forward = crash.module is not None or any(frame.endswith(" in forward") for frame in crash.frames)
+    if asked and activations and in_forward and asked > OVERSIZED * activations[1]:  # else not one of its intermediates
         evidence.append(f"it asked for {bytes_text(asked)}, more than the whole forward's activations at batch "
                         f"{activations[0]} ({bytes_text(activations[1])}): this intermediate does not grow with the "
                         "batch but with the data set or the sequence length")
