@@ -18,7 +18,8 @@ from tuidebug.tree import Walk, load_tree
 
 # Findings the agent reports (event kind "finding", message "code: ..."), by the branch they open.
 FINDING_BRANCHES = {
-    "stale_grads": "learning", "zero_grad_wipes": "learning", "not_in_optimizer": "learning", "unregistered_modules": "learning",
+    "stale_grads": "learning", "zero_grad_wipes": "learning", "not_in_optimizer": "learning",
+    "unregistered_modules": "learning",
     "frozen": "learning", "no_grad_params": "learning", "eval_mode": "learning", "loss_input": "learning",
     "backward_without_graph": "learning", "no_optimizer_step": "learning", "lr_schedule": "learning",
     "loss_broadcast": "shape", "one_hot_width": "shape",

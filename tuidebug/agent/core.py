@@ -876,14 +876,5 @@ def to_step(record: PendingStep) -> Step:
 def graph_leaves(loss: torch.Tensor, limit: int = 100_000) -> list[torch.Tensor]:
     """The leaf tensors that ``loss.backward()`` accumulates gradients into (its AccumulateGrad nodes),
     in the order first reached; at most ``limit`` graph nodes are walked."""
-    found, seen, todo = [], set(), [loss.grad_fn]
-    while todo and len(seen) < limit:
-        node = todo.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        variable = getattr(node, "variable", None)
-        if isinstance(variable, torch.Tensor):
-            found.append(variable)
-        todo.extend(next_node for next_node, _ in node.next_functions)
-    return found
+    variables = (getattr(node, "variable", None) for node in holders.graph_nodes(loss.grad_fn, limit))
+    return [variable for variable in variables if isinstance(variable, torch.Tensor)]

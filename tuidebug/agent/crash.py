@@ -248,23 +248,21 @@ def _lookup(name: str, frame: FrameType) -> Any:
 RESHAPES = re.compile(r"\.(view|reshape|flatten)\(")
 
 
-def _reshaped_at(frame: FrameType | None, target: torch.Tensor) -> list[tuple[str, tuple[str, str]]]:
-    """Where the failing frame reshapes the variable that holds ``target`` (the last line from the start
-    of the function to the failing one that assigns it with a view / reshape / flatten), as an evidence
-    line and (the variable, " at file:line")."""
+def _reshaped_at(frame: FrameType | None, target: torch.Tensor) -> tuple[str, Site] | None:
+    """(the variable, the line) where the failing frame reshapes the variable that holds ``target``: the
+    last line from the start of the function to the failing one that assigns it with a view / reshape /
+    flatten."""
     if frame is None:
-        return []
-    names = [name for name, value in frame.f_locals.items() if value is target]
+        return None
     path, first, last = frame.f_code.co_filename, frame.f_code.co_firstlineno, frame.f_lineno
-    found = []
-    for name in names:
+    found = None
+    for name in [name for name, value in frame.f_locals.items() if value is target]:
         assigned = re.compile(rf"^\s*{re.escape(name)}\s*=")
         for line in range(first, last + 1):
             text = linecache.getline(path, line)
             if assigned.match(text) and RESHAPES.search(text):
-                site = Site(path, line, frame.f_code.co_name)
-                found.append((f"`{name}` is reshaped at {site}", (name, f" at {site.short}")))
-    return found[-1:]
+                found = (name, Site(path, line, frame.f_code.co_name))
+    return found
 
 
 def _loss_findings(crash: Crash, failed: FailedLoss, model_batch: int | None, one_hot: dict[str, set[int]],
@@ -304,8 +302,9 @@ def _loss_findings(crash: Crash, failed: FailedLoss, model_batch: int | None, on
                 f"{shape_text(input.shape)} for the batch of {model_batch}: a view/reshape of the target folds its "
                 "batch dimension")
             reshaped = _reshaped_at(frame, target)
-            crash.findings += [line for line, _ in reshaped]
-            name, where = reshaped[0][1] if reshaped else ("target", "")
+            name, where = (reshaped[0], f" at {reshaped[1].short}") if reshaped else ("target", "")
+            if reshaped:
+                crash.findings.append(f"`{name}` is reshaped at {reshaped[1]}")
             crash.fix = (f"keep the target's batch dimension first{where}: {name}.view({name}.size(0), -1) (or "
                          f"{name}.flatten(1)), never view(1, -1) or view(-1)")
         elif model_batch is not None and target.shape[0] == model_batch:

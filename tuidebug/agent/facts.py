@@ -23,8 +23,8 @@ EARLY_STEPS = 5
 SAMPLE_EVERY = 25
 CLASS_LOSSES = ("cross_entropy", "nll_loss")
 # Findings need repeated evidence: STALE_CHECKS first-backward checks in a row with the gradients
-# already set (or STALE_CHECKS steps whose gradients a zero_grad after backward wiped); the graphs of LEAKED_STEPS different earlier steps alive at once; NO_STEP_BACKWARDS
-# backward passes with no step. One sample could be a pattern the loop means (accumulation, a graph
+# already set (or STALE_CHECKS steps whose gradients a zero_grad after backward wiped); the graphs of
+# LEAKED_STEPS different earlier steps alive at once; NO_STEP_BACKWARDS backward passes with no step. One sample could be a pattern the loop means (accumulation, a graph
 # kept for one more step); three cannot.
 STALE_CHECKS = 3
 # A schedule collapses the rate when it falls below LR_COLLAPSE of its start; stepped every batch, it
@@ -179,11 +179,11 @@ class Facts:
     epoch_length: int | None = None  # batches per epoch of the DataLoader that feeds the loop
     leak_holders: list = field(default_factory=list)  # ``holders.Holding`` found while the run was live
     leak_step: int | None = None
-    gathered: list = field(default_factory=list)
+    gathered: list = field(default_factory=list)  # ``holders.piled`` in the frames of an out-of-memory error
     container_counts: dict = field(default_factory=dict)  # path -> (owner class, tensors held at each pass)
     growing_container: str | None = None
-    call_sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=64))  # (elements, batch) per call
-    large_call: tuple | None = None  # (elements, usual elements, shapes, site) of the latest call, if far above the usual  # ``holders.piled`` in the frames of an out-of-memory error
+    call_sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=64))  # (elements, batch)
+    large_call: tuple | None = None  # (elements, usual, shapes, site) of the latest call, if far above
     address_space: int | None = None  # the process's address space at the latest step boundary (or first forward)
     source_files: set[str] = field(default_factory=set)  # the user's files the sites above are in
     reported: set[str] = field(default_factory=set)
@@ -195,7 +195,8 @@ class Facts:
         self.steps = step
         found = []
         for code, check in (("loss_broadcast", self._broadcast), ("one_hot_width", self._one_hot),
-                            ("stale_grads", self._stale), ("zero_grad_wipes", self._wiped), ("not_in_optimizer", self._not_in_optimizer),
+                            ("stale_grads", self._stale), ("zero_grad_wipes", self._wiped),
+                            ("not_in_optimizer", self._not_in_optimizer),
                             ("unregistered_modules", self._unregistered), ("no_grad_params", self._no_grad),
                             ("eval_mode", self._eval_mode), ("loss_input", self._loss_input),
                             ("no_optimizer_step", self._no_step), ("lr_schedule", lambda: self._schedule(step)),

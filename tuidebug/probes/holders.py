@@ -18,6 +18,7 @@ import types
 import warnings
 from dataclasses import dataclass
 from types import FrameType
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -106,17 +107,20 @@ def piled(frames: list[FrameType], step: int, more_than: int) -> list[tuple[str,
 
 def _outputs_in_graph(root: Any, step: int) -> int:
     """How many model outputs of ``step`` (their tags) the graph from ``root`` reaches."""
-    tags, todo, seen = set(), [root], set()
-    while todo and len(seen) < SEARCH_NODES:
+    tags = (node.metadata.get("tuidebug") for node in graph_nodes(root, SEARCH_NODES) if hasattr(node, "metadata"))
+    return len({id(tag) for tag in tags if tag is not None and tag.step == step and tag.what == "model output"})
+
+
+def graph_nodes(root: Any, limit: int) -> Iterator[Any]:
+    """The autograd nodes reachable from ``root`` (a ``grad_fn``), each once, at most ``limit`` of them."""
+    todo, seen = [root], set()
+    while todo and len(seen) < limit:
         node = todo.pop()
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
-        tag = node.metadata.get("tuidebug") if hasattr(node, "metadata") else None
-        if tag is not None and tag.step == step and tag.what == "model output":
-            tags.add(id(tag))
+        yield node
         todo.extend(next_node for next_node, _ in node.next_functions)
-    return len(tags)
 
 
 def _roots(frames: list[FrameType], models: list[torch.nn.Module]) -> list[tuple[str, Any, str | None, str]]:

@@ -405,9 +405,9 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(PASS, f"the rate ({last:.3g}) moves the weights by {ratio:.2g} of their size a step", evidence)
     origin = rate_origin(facts)
     evidence += origin
-    factor = _schedule_factor(ctx, evidence)
-    if factor is not None:
-        return _rate_not_factor(ctx, evidence, last, factor)
+    found = _schedule_factor(ctx, evidence)
+    if found is not None:
+        return _rate_not_factor(ctx, evidence, last, *found)
     as_written = _trial(ctx, Adjust())
     evidence.append(f"replay as written: {_curve(as_written)}")
     for factor in RATE_FACTORS:
@@ -432,21 +432,24 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
                         evidence, "raise the learning rate", data={"cause": "learning_rate_too_low", "confirmed": False})
 
 
-def _schedule_factor(ctx: ProbeContext, evidence: list[str]) -> float | None:
-    """A LambdaLR / MultiplicativeLR whose lambda never comes near 1 over FACTOR_HORIZON steps: it
-    returns a learning rate where a factor is expected, and the two multiply. None otherwise (a warm-up
-    starts near 0 but reaches 1)."""
+def _schedule_factor(ctx: ProbeContext, evidence: list[str]) -> tuple[Any, str, str, float] | None:
+    """(the scheduler, its kind, where it was created, the factor it applies now) for a LambdaLR /
+    MultiplicativeLR whose lambda never comes near 1 over FACTOR_HORIZON steps: it returns a learning
+    rate where a factor is expected, and the two multiply. None otherwise (a warm-up starts near 0 but
+    reaches 1)."""
     for calls in ctx.run.facts.schedulers.values():
         scheduler = calls.scheduler() if calls.scheduler is not None else None
         values = rate_not_factor(scheduler)
-        if values is not None:
-            site = next((s for kind, s in ctx.run.facts.scheduler_sites if kind == calls.kind), calls.site)
-            evidence.append(f"{calls.kind} created at {site}: its lr_lambda gives " + ", ".join(
-                f"{v:.3g} at {step}" for step, v in zip(FACTOR_HORIZON, values)) + ": never near 1")
-            try:
-                return float(scheduler.lr_lambdas[0](scheduler.last_epoch))  # the factor applied now
-            except Exception:
-                return values[0]
+        if values is None:
+            continue
+        site = next((s for kind, s in ctx.run.facts.scheduler_sites if kind == calls.kind), calls.site)
+        evidence.append(f"{calls.kind} created at {site}: its lr_lambda gives " + ", ".join(
+            f"{v:.3g} at {step}" for step, v in zip(FACTOR_HORIZON, values)) + ": never near 1")
+        try:
+            factor = float(scheduler.lr_lambdas[0](scheduler.last_epoch))  # the factor applied now
+        except Exception:
+            factor = values[0]
+        return scheduler, calls.kind, site, factor
     return None
 
 
@@ -463,12 +466,10 @@ def rate_not_factor(scheduler: Any) -> list[float] | None:
     return values if max(abs(v) for v in values) <= FACTOR_NEVER_NEAR_ONE else None
 
 
-def _rate_not_factor(ctx: ProbeContext, evidence: list[str], last: float, factor: float) -> ProbeOutcome:
+def _rate_not_factor(ctx: ProbeContext, evidence: list[str], last: float, scheduler: Any, kind: str, site: str,
+                     factor: float) -> ProbeOutcome:
     """The schedule's lambda returns a rate: the optimizer's rate is multiplied by it. Proven by the same
     steps at the rate the optimizer was given (the factor taken out), over a longer replay."""
-    calls = next(c for c in ctx.run.facts.schedulers.values() if c.kind in ("LambdaLR", "MultiplicativeLR"))
-    site = next((s for kind, s in ctx.run.facts.scheduler_sites if kind == calls.kind), calls.site)
-    scheduler = calls.scheduler() if calls.scheduler is not None else None
     base = getattr(scheduler, "base_lrs", None)
     intended = base[0] if base else last / factor if factor else None
     as_written = _trial(ctx, Adjust(), steps=FACTOR_TRIAL_STEPS)
@@ -478,7 +479,7 @@ def _rate_not_factor(ctx: ProbeContext, evidence: list[str], last: float, factor
         evidence.append(f"replay at the optimizer's own rate ({intended:.3g}, the factor taken out): {_curve(restored)}")
     confirmed = _learns(restored) and not _learns(as_written)
     return ProbeOutcome(
-        FAIL, f"the learning rate applied is {last:.3g}: the {calls.kind} at {site.split(' ')[0]} multiplies the "
+        FAIL, f"the learning rate applied is {last:.3g}: the {kind} at {site.split(' ')[0]} multiplies the "
         f"optimizer's rate by its lr_lambda ({factor:.3g} now), a rate where a factor is expected", evidence,
         f"make lr_lambda return a factor that starts at 1 (e.g. lambda epoch: gamma ** epoch) at {site.split(' ')[0]}",
         data={"cause": "learning_rate_too_low", "confirmed": confirmed})
@@ -677,7 +678,20 @@ def activations(ctx: ProbeContext) -> ProbeOutcome:
     if feeder is None:
         return ProbeOutcome(FAIL, summary, evidence, "re-initialise the layer before it, lower the learning rate, "
                             "or use nn.LeakyReLU", data={"cause": "dead_units", "layer": name})
-    return _revived(ctx, summary, evidence, name, feeder)
+    return _revived(ctx, summary, evidence, name, feeder, hand_set)
+
+
+class Once:
+    """A trial's change to the model, made at its first forward only (the steps after train the changed
+    model); ``results`` keeps what the change returned (a hook handle to remove afterwards)."""
+
+    def __init__(self, change: Callable[[torch.nn.Module], Any]) -> None:
+        self.change = change
+        self.results: list[Any] = []
+
+    def __call__(self, model: torch.nn.Module) -> None:
+        if not self.results:
+            self.results.append(self.change(model))
 
 
 def _output_relu(ctx: ProbeContext, summary: str, evidence: list[str], relu: str) -> ProbeOutcome:
@@ -688,16 +702,12 @@ def _output_relu(ctx: ProbeContext, summary: str, evidence: list[str], relu: str
     evidence.append(f"{path} is the model's output layer: the model returns its output" +
                     (f"; it is created at {site}" if site else ""))
 
-    def identity(model: torch.nn.Module) -> None:
-        if not replaced:
-            replaced.append(model.get_submodule(path).register_forward_hook(lambda m, args, out: args[0]))
-
-    replaced: list[Any] = []
+    identity = Once(lambda model: model.get_submodule(path).register_forward_hook(lambda m, args, out: args[0]))
     try:
         as_written = _trial(ctx, Adjust())
         without = _trial(ctx, Adjust(before_forward=identity))
     finally:
-        for handle in replaced:
+        for handle in identity.results:
             handle.remove()
     evidence += [f"replay as written: {_curve(as_written)}", f"... with {path} passing its input through: {_curve(without)}"]
     confirmed = _learns(without) and not _learns(as_written)
@@ -718,13 +728,11 @@ def _zero_weight(ctx: ProbeContext, summary: str, evidence: list[str], relu: str
 
     def reinitialise(model: torch.nn.Module) -> None:
         layer = model.get_submodule(feeder)
-        if not done and hasattr(layer, "reset_parameters"):
-            done.append(True)
+        if hasattr(layer, "reset_parameters"):
             layer.reset_parameters()
 
-    done: list[bool] = []
     as_written = _trial(ctx, Adjust())
-    revived = _trial(ctx, Adjust(before_forward=reinitialise))
+    revived = _trial(ctx, Adjust(before_forward=Once(reinitialise)))
     evidence += [f"replay as written: {_curve(as_written)}", f"... with {feeder} re-initialised: {_curve(revived)}"]
     confirmed = _learns(revived) and not _learns(as_written)
     fix = (f"do not initialise {feeder}.weight to zero" + (f" (`{where[0].text}` at {where[0].short})" if where else "")
@@ -733,7 +741,8 @@ def _zero_weight(ctx: ProbeContext, summary: str, evidence: list[str], relu: str
                         data={"cause": "dead_units", "layer": relu, "feeder": feeder, "confirmed": confirmed})
 
 
-def _revived(ctx: ProbeContext, summary: str, evidence: list[str], relu: str, feeder: str) -> ProbeOutcome:
+def _revived(ctx: ProbeContext, summary: str, evidence: list[str], relu: str, feeder: str,
+             where: list[Site]) -> ProbeOutcome:
     """The dead layer's cause proven: the same steps with the bias of the layer that feeds it set to
     zero (a fresh initialisation's) against the steps as written."""
     params = dict(ctx.trainer.named_parameters())
@@ -741,7 +750,6 @@ def _revived(ctx: ProbeContext, summary: str, evidence: list[str], relu: str, fe
     if weight is not None and not bool(weight.detach().any()):
         return _zero_weight(ctx, summary, evidence, relu, feeder)
     bias = params.get(f"{feeder}.bias")
-    where = [site for path in sorted(ctx.run.facts.source_files) for site in bias_inits(path)]
     data = {"cause": "dead_units", "layer": relu, "feeder": feeder}
     if bias is None:
         return ProbeOutcome(FAIL, summary, evidence, f"re-initialise {feeder} (it feeds {relu.split(' ')[0]}), lower "
@@ -751,12 +759,7 @@ def _revived(ctx: ProbeContext, summary: str, evidence: list[str], relu: str, fe
                     f"max {float(values.max()):.3g}")
     evidence += [f"a bias is set by hand at {site}" for site in where]
 
-    def zero_bias(model: torch.nn.Module) -> None:
-        if not zeroed:
-            zeroed.append(True)
-            torch.nn.init.zeros_(dict(model.named_parameters())[f"{feeder}.bias"].data)
-
-    zeroed: list[bool] = []
+    zero_bias = Once(lambda model: torch.nn.init.zeros_(dict(model.named_parameters())[f"{feeder}.bias"].data))
     as_written = _trial(ctx, Adjust())
     revived = _trial(ctx, Adjust(before_forward=zero_bias))
     evidence += [f"replay as written: {_curve(as_written)}", f"... with {feeder}.bias set to 0: {_curve(revived)}"]
@@ -855,14 +858,15 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
         evidence.append("__getitem__ reads containers of different lengths with the same index: " + "; ".join(
             f"`self.{name}` ({length} entries) at {site}" for name, length, site in unequal))
         where = [site for _, _, site in unequal]
-    fix = ("keep each input with its own label: shuffle them together (one permutation for both, or a Dataset that "
-           "returns both)" + (f": check {where[0].short} `{where[0].text}`" if where else ", and check the indexing in "
-                              "__getitem__"))
     if unequal:
         longest, shortest = max(unequal, key=lambda u: u[1]), min(unequal, key=lambda u: u[1])
         fix = (f"select the same samples in every container __getitem__ reads: `self.{longest[0]}` has {longest[1]} "
                f"entries and `self.{shortest[0]}` {shortest[1]} (apply the same split or mask to both, where they are "
                "built)")
+    else:
+        fix = ("keep each input with its own label: shuffle them together (one permutation for both, or a Dataset "
+               "that returns both)" + (f": check {where[0].short} `{where[0].text}`" if where else
+                                       ", and check the indexing in __getitem__"))
     return ProbeOutcome(
         FAIL, f"inputs and labels do not match: training fits the batches it sees (loss {real[0]:.4g} -> "
         f"{real[1]:.4g}) but learns nothing for another batch (held-out {real[2]:.4g} -> {real[3]:.4g}; "

@@ -436,8 +436,7 @@ def _kept_state(ctx: ProbeContext, kept: list[holders.Holding], evidence: list[s
     metric = holder.owner in _metric_classes(ctx)
     if metric:
         attr = owner.rsplit(".", 1)[-1]
-        computes = [site for path in sorted(ctx.run.facts.source_files | _crash_files(ctx)) for site in
-                    source.calls_of(path, attr, "compute")]
+        computes = [site for path in sorted(ctx.run.facts.source_files) for site in source.calls_of(path, attr, "compute")]
         where = f" after `{computes[0].text}` ({computes[0].short})" if computes else " after its compute()"
         evidence += [f"{owner}.compute() is called at {site} and {owner}.reset() never is" for site in computes[:2]]
         return ProbeOutcome(
@@ -456,12 +455,6 @@ def _metric_classes(ctx: ProbeContext) -> set[str]:
     model = ctx.run.model
     return {type(m).__name__ for m in model.modules() if type(m).__module__.startswith("torchmetrics")} \
         if model is not None else set()
-
-
-def _crash_files(ctx: ProbeContext) -> set[str]:
-    crash = ctx.run.crash
-    site = crash.site.split(" ", 1)[0] if crash is not None and crash.site else ""
-    return {path for path in ctx.run.facts.source_files if site and path.endswith(site.split(":")[0])}
 
 
 def _leak_fix(holder: holders.Holding) -> str:

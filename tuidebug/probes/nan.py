@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from tuidebug.batches import tensors_in
-from tuidebug.probe_api import LoopGone, NeedsLoop, FAIL, INCONCLUSIVE, PASS, Adjust, ProbeContext, ProbeOutcome, probe
+from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, ProbeContext, ProbeOutcome, probe
 from tuidebug.probes.inputs import data_tensors
 from tuidebug.probes.trials import Start, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.watch import OpWatch, tensors_of

@@ -121,9 +121,7 @@ def calls_of(path: str, owner: str, method: str) -> list[Site]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method:
-            target = node.func.value
-            name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else None
-            if name == owner:
+            if _name_of(node.func.value) == owner:
                 found.append(Site(path, node.lineno, ""))
     return sorted(set(found), key=lambda site: site.line)
 
@@ -171,8 +169,12 @@ def freezes(path: str) -> list[Site]:
 
 def _embedding(node: ast.expr) -> bool:
     """``nn.Embedding`` / ``Embedding`` / ``nn.EmbeddingBag``: the classes whose from_pretrained freezes."""
-    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
-    return name in ("Embedding", "EmbeddingBag")
+    return _name_of(node) in ("Embedding", "EmbeddingBag")
+
+
+def _name_of(node: ast.AST) -> str | None:
+    """The last name of ``a.b.name`` or ``name``; None for any other expression."""
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
 
 
 def bias_inits(path: str) -> list[Site]:
@@ -304,13 +306,11 @@ def grad_off_block(path: str, line: int) -> Site | None:
         return None
 
     def turns_off(expr: ast.expr) -> bool:
-        call = expr.func if isinstance(expr, ast.Call) else expr
-        name = call.attr if isinstance(call, ast.Attribute) else call.id if isinstance(call, ast.Name) else None
-        return name in GRAD_OFF
+        return _name_of(expr.func if isinstance(expr, ast.Call) else expr) in GRAD_OFF
 
     found = []
     for node in ast.walk(tree):
-        if not node_holds(node, line):
+        if not _node_holds(node, line):
             continue
         if isinstance(node, (ast.With, ast.AsyncWith)) and any(turns_off(item.context_expr) for item in node.items) \
                 and node.body[0].lineno <= line:
@@ -320,7 +320,7 @@ def grad_off_block(path: str, line: int) -> Site | None:
     return Site(path, max(found)[1], "") if found else None
 
 
-def node_holds(node: ast.AST, line: int) -> bool:
+def _node_holds(node: ast.AST, line: int) -> bool:
     return getattr(node, "lineno", line + 1) <= line <= (getattr(node, "end_lineno", None) or -1)
 
 

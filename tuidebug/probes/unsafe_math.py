@@ -12,6 +12,7 @@ run finite and the loss falling.
 
 from __future__ import annotations
 
+import math
 import re
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -152,15 +153,16 @@ def _single_element(name: str, args: tuple, kwargs: dict) -> str | None:
     """For a std / var: the reduced dimensions of size 1 (a batch of one sample), said as such."""
     if category(name) != "statistics" or not args or not isinstance(args[0], torch.Tensor):
         return None
-    x = args[0]
-    dim = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], bool) else None)
+    x, dim = args[0], _reduced_dim(args, kwargs)
     dims = [dim] if isinstance(dim, int) else list(dim) if isinstance(dim, (list, tuple)) else list(range(x.dim()))
-    count = 1
-    for d in dims:
-        count *= x.shape[d]
-    if count > 1:
+    if math.prod(x.shape[d] for d in dims) > 1:
         return None
     return f"over dim {dim} of input {tuple(x.shape)}: a single element, a batch of one sample"
+
+
+def _reduced_dim(args: tuple, kwargs: dict) -> Any:
+    """The ``dim`` a std / var call reduces over (positional or keyword; None for all of them)."""
+    return kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], bool) else None)
 
 
 def _risk(name: str, args: tuple) -> str | None:
@@ -303,8 +305,7 @@ def _safe(kind: str, name: str, func: Any, args: tuple, kwargs: dict) -> Any:
         args[0] = args[0].clamp_min(-1e4)
     elif kind == "statistics" and name in ("std", "var") and isinstance(args[0], torch.Tensor):
         # The spread of one sample is 0, not 0/0; with an eps under the root, its gradient is finite too.
-        dim = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], bool) else None)
-        variance = args[0].var(dim=dim, correction=0, keepdim=kwargs.get("keepdim", False))
+        variance = args[0].var(dim=_reduced_dim(args, kwargs), correction=0, keepdim=kwargs.get("keepdim", False))
         return (variance + EPS).sqrt() if name == "std" else variance
     return func(*args, **kwargs)
 
