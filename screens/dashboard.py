@@ -11,12 +11,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from tuidebug.launcher import ChildRun
 from tuidebug.screens.charts import ChartPane, GradPane, LossPane, MemoryPane
 from tuidebug.screens.dialogs import RunToStepScreen
 from tuidebug.screens.feed import Feed
+from tuidebug.screens.footer import KeysFooter
 from tuidebug.screens.header import SCRIPT_OVER, RunHeader
 from tuidebug.screens.layers import LayerTableScreen
 from tuidebug.screens.inspector import InspectorScreen
@@ -30,20 +30,22 @@ NONFINITE_EVENTS = {"nonfinite_loss", "nonfinite_grad"}
 
 
 class DashboardScreen(Screen[None]):
+    TITLE = "dashboard"
+    # In the order a narrow footer gives them room (the footer leaves out what does not fit; ? lists it).
     BINDINGS = [
         Binding("space,p", "pause", "Pause", id="dashboard.pause", tooltip="Pause at the next safe point"),
         Binding("space,p", "resume", "Resume", id="dashboard.resume", tooltip="Let the paused run go on"),
         Binding("s", "step", "Step", id="dashboard.step", tooltip="Run one optimizer step, then pause"),
         Binding("g", "run_to", "Run to", id="dashboard.run_to", tooltip="Run until after step N, then pause"),
-        Binding("n", "toggle_nan", "NaN", id="dashboard.nan", tooltip="Pause at the first NaN/Inf loss or gradient"),
-        Binding("l", "toggle_log", "Log", id="dashboard.log", tooltip="Loss chart: log or linear scale", show=False),
-        Binding("t", "layers", "Layers", id="dashboard.layers", tooltip="Per-layer gradient norms"),
         Binding("d", "diagnose", "Diagnose", id="dashboard.diagnose",
                 tooltip="The decision tree: run the protocol's checks on the paused run"),
-        Binding("i", "inspect", "Inspect", id="dashboard.inspect", tooltip="The paused batch, tensor by tensor",
-                show=False),
+        Binding("i", "inspect", "Inspect", id="dashboard.inspect", tooltip="The paused batch, tensor by tensor"),
         Binding("c", "next_chart", "Chart", id="dashboard.chart", tooltip="Narrow terminal: show the next chart"),
-        Binding("q", "app.quit", "Quit", id="dashboard.quit", tooltip="Quit (asks first while the script runs)"),
+        Binding("l", "toggle_log", "Log", id="dashboard.log", tooltip="Loss chart: log or linear scale"),
+        Binding("t", "layers", "Layers", id="dashboard.layers", tooltip="Per-layer gradient norms"),
+        Binding("n", "toggle_nan", "NaN", id="dashboard.nan", tooltip="Pause at the first NaN/Inf loss or gradient"),
+        Binding("q", "app.quit", "Quit", id="dashboard.quit",
+                tooltip="Quit (asks first while the script runs; ctrl+c too)"),
     ]
 
     def __init__(self, run: ChildRun, feed: Feed, break_on_nan: bool) -> None:
@@ -67,7 +69,7 @@ class DashboardScreen(Screen[None]):
             with Vertical(id="logs"):
                 yield EventLog(id="events")
                 yield OutputPane(id="output")
-        yield Footer(show_command_palette=False)  # ctrl+p still opens it: the footer needs the room
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#events").border_title = "events"
@@ -133,6 +135,7 @@ class DashboardScreen(Screen[None]):
     # --- keys -------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Only the keys that do something now: the footer and the help list no others."""
         state = self.session.state
         if action == "pause":
             return state in ("starting", "running")
@@ -141,7 +144,9 @@ class DashboardScreen(Screen[None]):
         if action == "next_chart":
             return self.has_class("narrow")
         if action in ("step", "run_to", "toggle_nan"):
-            return None if state in SCRIPT_OVER else True  # shown, greyed out, once the script is over
+            return state not in SCRIPT_OVER
+        if action == "inspect":  # the batches are read on the paused (or post-mortem) process
+            return state in ("paused", "ended")
         return True
 
     def action_pause(self) -> None:

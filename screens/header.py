@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tuidebug.format import bytes_text, seconds_text
-from tuidebug.session import Session
+from tuidebug.session import Session, exit_text
 
 _CODE = re.compile(r"code (-?\d+)")
 SCRIPT_OVER = ("ended", "finished", "crashed")  # "ended": over, its process held for the post-mortem
@@ -19,7 +19,7 @@ def state_text(session: Session) -> tuple[str, str]:
     """The state as a user reads it ("finished, code 0"), and what it means (why it paused)."""
     state, reason = session.state, session.reason
     if session.ended:
-        return f"{state}, code {session.exit_code}", ""
+        return f"{state}, {exit_text(session.exit_code)}", ""
     if state == "ended":
         # The script is over but its process holds the last batch and model: the post-mortem.
         crashed = any(event.kind == "exception" for event in session.events)

@@ -8,9 +8,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from tuidebug.format import number
+from tuidebug.screens.footer import KeysFooter
 from tuidebug.session import Session
 
 # Rebuilding a DataTable is costly (about 25% CPU when done every frame): twice a second at most.
@@ -41,6 +42,7 @@ def _norm_key(value: float) -> float:
 
 
 class LayerTableScreen(Screen[None]):
+    TITLE = "per-layer gradient norms"
     BINDINGS = [
         Binding("o", "cycle_sort", "Sort", id="layers.sort", tooltip="Sort by norm, by name, or in model order"),
         Binding("t,escape", "app.pop_screen", "Back", id="layers.back", tooltip="Back to the dashboard"),
@@ -55,7 +57,7 @@ class LayerTableScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="layers-title")
         yield DataTable(id="layers", cursor_type="row", zebra_stripes=True)
-        yield Footer(show_command_palette=False)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("#", "parameter", "grad norm", "share", "flag")

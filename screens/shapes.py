@@ -9,9 +9,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from tuidebug.launcher import ChildRun
+from tuidebug.screens.footer import KeysFooter
 
 PROBE = "shape.trace"
 REFRESH_SECONDS = 0.3
@@ -34,28 +35,33 @@ def culprit(rows: list[dict]) -> int | None:
 
 
 class ShapeTraceScreen(Screen[None]):
+    TITLE = "shape trace"
     BINDINGS = [
         Binding("r", "retrace", "Trace again", id="shapes.retrace", tooltip="Run the shape trace again"),
-        Binding("escape,q,t", "app.pop_screen", "Back", id="shapes.back", tooltip="Back to the decision tree"),
+        Binding("escape,t", "app.pop_screen", "Back", id="shapes.back", tooltip="Back to the decision tree"),
     ]
 
     def __init__(self, run: ChildRun) -> None:
         super().__init__()
         self.run = run
         self._shown: object = None
+        self._ended = False
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(id="shapes-title")
             yield DataTable(id="shapes-table", cursor_type="row", zebra_stripes=True)
             yield Static(id="shapes-summary")
-        yield Footer(show_command_palette=False)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         if PROBE not in self.run.session.probe_results:
             self.action_retrace()
         self.set_interval(REFRESH_SECONDS, self._refresh)
         self._refresh()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return action != "retrace" or not self.run.session.ended  # a trace needs the training process
 
     def action_retrace(self) -> None:
         session = self.run.session
@@ -66,6 +72,9 @@ class ShapeTraceScreen(Screen[None]):
         self.query_one("#shapes-title", Static).update("Tracing one forward pass of the model on the paused batch...")
 
     def _refresh(self) -> None:
+        if self.run.session.ended != self._ended:
+            self._ended = self.run.session.ended
+            self.refresh_bindings()  # the training process is gone: nothing to trace again
         result = self.run.session.probe_results.get(PROBE)
         if result is None or result is self._shown:
             return

@@ -12,11 +12,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, ProgressBar, Static, Tree
+from textual.widgets import ProgressBar, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from tuidebug.launcher import ChildRun
+from tuidebug.screens.footer import KeysFooter
 from tuidebug.screens.inspector import InspectorScreen
+from tuidebug.screens.shapes import PROBE as PROBE_SHAPES
 from tuidebug.screens.shapes import ShapeTraceScreen
 from tuidebug.screens.verdict import VerdictScreen
 from tuidebug.session import Session
@@ -28,6 +30,11 @@ NARROW_COLUMNS = 100  # below this the tree stands above its explanation
 GROUPS = (("nan.", "NaN / divergence"), ("oom.", "Out of memory"), ("shape.", "Shape mismatch"))
 MARKS = {"pass": "[pass]", "fail": "[FAIL]", "inconclusive": "[ ?? ]", "cancelled": "[cncl]", "error": "[ERR!]",
          "skipped": "[skip]", "running": "[....]", "not run": "[    ]", "visited": "[ -> ]"}
+# A check fails when the cause it looks for is present: its status, read as what it found.
+FINDINGS = {"pass": "ruled out", "fail": "cause confirmed", "inconclusive": "could not tell", "cancelled": "cancelled",
+            "error": "the probe failed", "skipped": "skipped", "running": "running", "not run": "not run yet",
+            "visited": "here"}
+LEGEND = "  ".join(f"{MARKS[status]} {FINDINGS[status]}" for status in ("fail", "pass", "inconclusive", "visited"))
 
 
 def node_label(walk: Walk, node: Node, running: str | None) -> Text:
@@ -48,12 +55,14 @@ def explain(walk: Walk, node: Node) -> Text:
     if node.why:
         text.append(f"{node.why}\n", style="italic")
     if node.kind == "check":
-        text.append(f"\nprobe: {node.probe}   status: {walk.status(node.id)}\n")
+        text.append(f"\nprobe: {node.probe}   found: {finding(walk.status(node.id))}\n")
+        if node.takes:
+            text.append(f"enter runs it on the paused process; it takes {node.takes}\n")
     if node.kind == "select":
         text.append(f"\nthe run points to: {walk.branch} ({walk.reason})\n")
     result = walk.results.get(node.id)
     if result is not None:
-        text.append(f"\n{result.status}", style="bold")
+        text.append(f"\n{finding(result.status)}", style="bold")
         text.append(f": {result.summary}\n")
         if result.method:
             text.append(f"method: {result.method}\n")
@@ -66,6 +75,10 @@ def explain(walk: Walk, node: Node) -> Text:
     return text
 
 
+def finding(status: str) -> str:
+    return FINDINGS.get(status, status)
+
+
 def checklist(walk: Walk) -> str:
     rows = []
     for text, done in walk.verification():
@@ -75,8 +88,11 @@ def checklist(walk: Walk) -> str:
 
 
 class TreeScreen(Screen[None]):
+    TITLE = "decision tree"
     BINDINGS = [
-        Binding("enter", "run_selected", "Run", id="tree.run", tooltip="Run the selected check's probe"),
+        # priority: the Tree widget's own (hidden) enter would otherwise hide this one from the footer
+        Binding("enter", "run_selected", "Run", id="tree.run", tooltip="Run the selected check's probe",
+                priority=True),
         Binding("n", "next_node", "Next", id="tree.next", tooltip="Go to the node the results point to"),
         Binding("a", "autopilot", "Auto", id="tree.auto", tooltip="Run every check of the walk in turn"),
         Binding("c", "cancel", "Cancel", id="tree.cancel", tooltip="Cancel the running probe"),
@@ -95,16 +111,18 @@ class TreeScreen(Screen[None]):
         self.autopilot = False
         self._items: dict[str, TreeNode] = {}
         self._shown = -1
+        self._keys_for: tuple[object, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield Static(id="tree-state")
+        yield Static(Text(LEGEND), id="tree-legend")  # Text: the marks are not markup
         with Horizontal(id="tree-main"):
             yield Tree("Debugging protocol", id="tree")
             with VerticalScroll(id="tree-details"):
                 yield Static(id="tree-explain")
                 yield ProgressBar(total=1.0, show_eta=False, id="tree-progress")
                 yield Static(id="tree-checklist")
-        yield Footer(show_command_palette=False)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         tree = self.query_one("#tree", Tree)
@@ -146,6 +164,28 @@ class TreeScreen(Screen[None]):
         session = self.session
         self.query_one("#tree-state", Static).update(Text(
             f"{session.state.upper()}  step {session.step}  {session.reason}   branch: {self.walk.branch}"))
+        self._refresh_keys()
+
+    def _refresh_keys(self) -> None:
+        """The footer follows what the keys can do; redrawn only when that changes."""
+        keys_for = (self.session.state, self.session.ended, self.running, self.walk.verdict is None)
+        if keys_for != self._keys_for:
+            self._keys_for = keys_for
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Only the keys that do something now: the footer and the help list no others."""
+        if action == "cancel":
+            return self.running is not None
+        if action == "verdict":
+            return self.walk.verdict is not None
+        if action == "autopilot":
+            return not self.session.ended
+        if action == "inspect":  # the batches are read on the paused (or post-mortem) process
+            return self.session.state in ("paused", "ended")
+        if action == "shapes":
+            return not self.session.ended or PROBE_SHAPES in self.session.probe_results
+        return True
 
     def _show_details(self) -> None:
         tree = self.query_one("#tree", Tree)
@@ -157,17 +197,20 @@ class TreeScreen(Screen[None]):
         self.set_class(event.size.width < NARROW_COLUMNS, "narrow")
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted) -> None:
+        self.query_one("#tree-details").scroll_home(animate=False)  # a new node's explanation from its start
         self._shown = -1
         self._refresh()
 
-    def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
-        self.action_run_selected()
-
     def action_run_selected(self) -> None:
-        tree = self.query_one("#tree", Tree)
-        node_id = tree.cursor_node.data if tree.cursor_node is not None else None
-        if node_id is None:
+        """Enter: the tree selects its cursor's node (a group opens or closes), and the selection runs."""
+        self.query_one("#tree", Tree).action_select_cursor()
+
+    def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
+        if event.node is self._items["verdict"]:
             self.action_verdict()
+            return
+        node_id = event.node.data
+        if node_id is None:  # a group's title: the tree has opened or closed it
             return
         node = self.walk.tree[node_id]
         if node.kind == "check":

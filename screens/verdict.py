@@ -12,11 +12,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tuidebug.diagnose import save_reproduction
 from tuidebug.launcher import ChildRun
 from tuidebug.report import build_report, deciding_check, markdown
+from tuidebug.screens.footer import KeysFooter
 from tuidebug.tree import Walk
 
 REFRESH_SECONDS = 0.5
@@ -46,6 +47,7 @@ def verdict_text(report: dict, walk: Walk) -> Text:
 
 
 class VerdictScreen(Screen[None]):
+    TITLE = "verdict"
     BINDINGS = [
         Binding("s", "save", "Save report", id="verdict.save",
                 tooltip="Write the Markdown report and the reproduction bundle into the working directory"),
@@ -60,11 +62,12 @@ class VerdictScreen(Screen[None]):
         self.walk = walk
         self.bundle: str | None = None
         self._shown = -1
+        self._ended = False
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="verdict"):
             yield Static(id="verdict-text")
-        yield Footer(show_command_palette=False)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.set_interval(REFRESH_SECONDS, self._refresh)
@@ -77,6 +80,9 @@ class VerdictScreen(Screen[None]):
         if self._shown != self.run.session.version:
             self._shown = self.run.session.version
             self.query_one("#verdict-text", Static).update(verdict_text(self.report(), self.walk))
+        if self.run.session.ended != self._ended:
+            self._ended = self.run.session.ended
+            self.refresh_bindings()  # f goes with the training process
 
     def action_save(self) -> None:
         self.notify("saving the report and the reproduction...")
@@ -96,6 +102,12 @@ class VerdictScreen(Screen[None]):
         saved = f"report: {path}" + (f", reproduction: {self.bundle}" if self.bundle else ", no reproduction")
         self.app.call_from_thread(self.notify, saved)
         self._shown = -1
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Re-running the deciding check needs one, and the training process to run it on."""
+        if action == "try_fix":
+            return deciding_check(self.walk) is not None and not self.run.session.ended
+        return True
 
     def action_try_fix(self) -> None:
         deciding = deciding_check(self.walk)

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import SCRIPTS, wait_for
 
 from tuidebug import protocol
@@ -130,6 +132,8 @@ def test_without_break_on_nan_the_run_goes_through(start_run):
     assert session.counters.first_nonfinite_step == 3
 
 
+@pytest.mark.fault("the screen's connection drops",
+                   'the run trains on')
 def test_the_run_goes_on_when_the_tui_goes_away(start_run):
     run, session = start_run(STEPS, "--steps", "40", "--sleep", "0.02", post_mortem=False)
     wait_for(lambda: session.step >= 2, what="the first steps")
@@ -175,6 +179,8 @@ for i in range(20):
 """
 
 
+@pytest.mark.fault('the pipe to the screen closes while the script prints',
+                   'the run trains on, its output in the private log file')
 def test_the_run_goes_on_printing_when_the_pipe_to_the_screen_closes(tmp_path):
     """The screen died: the script's next print meets a closed pipe, and the run goes on into a log file."""
     script = tmp_path / "prints.py"

@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -160,6 +161,8 @@ def frame(body: object) -> bytes:
     pytest.param(hello("", version=99), "protocol version 99, expected", id="wrong-version"),
     pytest.param(b"", "the first frame is not a hello", id="closes-at-once"),
 ])
+@pytest.mark.fault('the socket: a bad client ({id})',
+                   'rejected with the reason logged, the session unharmed')
 def test_a_bad_client_is_rejected_and_logged(server: AgentServer, data: bytes, reason: str) -> None:
     sock = connect(server)
     sock.sendall(data)
@@ -175,6 +178,8 @@ def test_a_bad_client_is_rejected_and_logged(server: AgentServer, data: bytes, r
     sock.close()
 
 
+@pytest.mark.fault('the socket: a second agent, after bad clients',
+                   'the right token is welcome, a second agent is refused')
 def test_the_right_token_is_welcome_after_bad_clients(server: AgentServer) -> None:
     for data in (b"\x00\x00\x00\x02\xc1\xc1", hello("wrong")):
         bad = connect(server)
@@ -194,6 +199,8 @@ def test_the_right_token_is_welcome_after_bad_clients(server: AgentServer) -> No
     second.close()
 
 
+@pytest.mark.fault('the socket: a client that connects and says nothing',
+                   'dropped after the handshake time')
 def test_a_silent_client_is_dropped_after_the_handshake_time(server: AgentServer,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server_module, "HANDSHAKE_SECONDS", 0.3)
@@ -210,6 +217,8 @@ def test_a_silent_client_is_dropped_after_the_handshake_time(server: AgentServer
     pytest.param(frame({"t": [1]}), "closed the agent connection", id="unhashable-type"),
     pytest.param(frame({"t": "step", "step": "one", "time": 0.0}), "field step has type str", id="wrong-field-type"),
 ])
+@pytest.mark.fault('the socket: garbage after the handshake ({id})',
+                   'the connection cut, the reason logged')
 def test_a_connected_agent_that_sends_garbage_is_cut_off_and_logged(server: AgentServer, data: bytes,
                                                                       reason: str) -> None:
     sock = connect(server)
@@ -225,6 +234,43 @@ def test_a_connected_agent_that_sends_garbage_is_cut_off_and_logged(server: Agen
     assert reply(sock) is None
     assert not server.connected
     sock.close()
+
+
+@pytest.mark.fault("the socket's permissions",
+                   'folder 0700, socket 0600, a 128-bit token')
+@pytest.mark.fault('the socket: a slow sender that never finishes its hello',
+                   'dropped at the handshake deadline, not per read')
+def test_a_client_that_trickles_its_hello_is_dropped_at_the_deadline(server: AgentServer,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server_module, "HANDSHAKE_SECONDS", 0.5)
+    sock = connect(server)
+    started = time.monotonic()
+    for byte in hello(server.token)[:12]:  # one byte every 0.1 s: each read is quick, the whole is not
+        try:
+            sock.sendall(bytes([byte]))
+        except OSError:
+            break
+        time.sleep(0.1)
+
+    wait_for(lambda: logged(server, "rejected"), 10, "the handshake deadline")
+    assert logged(server, "rejected") == ["rejected a connection: bad handshake: timed out"]
+    assert time.monotonic() - started < 3
+    sock.close()
+
+
+@pytest.mark.fault('the socket: 300 bad connections',
+                   "the first 20 logged, then a count; the run's events kept")
+def test_a_flood_of_bad_connections_does_not_push_out_the_runs_events(server: AgentServer) -> None:
+    server.session.note("model", "the run's own event")
+    for _ in range(300):
+        sock = connect(server)
+        sock.sendall(hello("wrong"))
+        reply(sock)
+        sock.close()
+    wait_for(lambda: any("rejected 100 connections" in m for m in logged(server, "rejected")), 10, "the count")
+
+    assert len(logged(server, "rejected")) == server_module.LOGGED_REJECTIONS + 1
+    assert logged(server, "model") == ["the run's own event"]
 
 
 def test_the_socket_is_private(server: AgentServer) -> None:
@@ -267,6 +313,7 @@ def finish(process: subprocess.Popen, *pids: int) -> tuple[int, str]:
     return process.returncode, stderr
 
 
+@pytest.mark.fault("tuidebug stopped: {id}", "the script and what it started stop within 30 s; the summary printed")
 @pytest.mark.parametrize(("signum", "exit_code"), [
     pytest.param(signal.SIGTERM, 128 + signal.SIGTERM, id="sigterm"),
     pytest.param(signal.SIGHUP, 128 + signal.SIGTERM, id="sighup"),
@@ -283,6 +330,8 @@ def test_stopping_tuidebug_stops_the_script_and_what_it_started(signum: int, exi
     assert "[tuidebug] summary:" in stderr
 
 
+@pytest.mark.fault('tuidebug killed (SIGKILL) with `--stop-on-disconnect`',
+                   'the script notices and stops')
 def test_when_tuidebug_dies_the_script_stops_itself_with_stop_on_disconnect() -> None:
     process, script, helper = start_headless("--stop-on-disconnect")
 
@@ -292,6 +341,8 @@ def test_when_tuidebug_dies_the_script_stops_itself_with_stop_on_disconnect() ->
     finish(process, script, helper)
 
 
+@pytest.mark.fault('a normal end',
+                   'exit 0, the script gone')
 def test_after_a_normal_end_nothing_is_left(tmp_path: Path) -> None:
     result = subprocess.Popen([*tuidebug_command(), "--headless", "pat_steps.py", "--steps", "3", "--helper"],
                               cwd=SCRIPTS, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)

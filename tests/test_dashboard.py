@@ -153,7 +153,9 @@ async def test_narrow_terminal_shows_one_chart_and_every_key(start_run):
     async with app.run_test(size=(80, 24)) as pilot:
         await shows(pilot, "FINISHED")
         assert app.screen.has_class("narrow")
-        await shows(pilot, "s Step  g Run to  n NaN  t Layers  d Diagnose  c Chart  q Quit")  # follows the state
+        # The script is over: no step, run-to or NaN break; the post-mortem process can still be inspected.
+        await shows(pilot, "d Diagnose i Inspect c Chart l Log t Layers q Quit ? Help")
+        assert "Step" not in screen_text(app).splitlines()[-1]
         await shows(pilot, "⡇ raw", "events", "script output", "step 16 loss")
         assert "gradient norm" not in screen_text(app)
         await pilot.press("c")

@@ -124,6 +124,8 @@ for step in range(1000):
 """
 
 
+@pytest.mark.fault('the script hangs',
+                   '`diagnose`: a stall verdict with the stuck line, within the deadline')
 def test_a_script_that_hangs_still_gets_a_verdict_within_the_deadline(tmp_path):
     script = tmp_path / "hangs.py"
     script.write_text(HANGS)
@@ -195,6 +197,8 @@ def test_a_model_returning_a_tuple_without_a_dataloader_gets_the_single_batch_te
     assert (overfit["id"], overfit["status"]) == ("overfit", "pass"), overfit["summary"]
 
 
+@pytest.mark.fault('the reproduction bundle cannot be written',
+                   'the verdict written, the reason in the evidence')
 def test_a_bundle_that_cannot_be_written_is_reported_with_the_reason(tmp_path):
     (tmp_path / "not_a_folder").write_text("a file where the bundle's parent folder should be")
     out = tmp_path / "report.json"
@@ -208,6 +212,8 @@ def test_a_bundle_that_cannot_be_written_is_reported_with_the_reason(tmp_path):
     assert any("cannot write the bundle into" in line and "not_a_folder" in line for line in report["evidence"])
 
 
+@pytest.mark.fault('the script reads stdin under `diagnose`',
+                   'a crash verdict that says stdin is not connected')
 def test_a_script_that_reads_stdin_is_told_that_diagnose_gives_it_none(tmp_path):
     out = tmp_path / "report.json"
 

@@ -9,6 +9,8 @@ from textual.widgets import DataTable
 from conftest import EXAMPLES, ROOT, SCRIPTS, wait_for
 from pilot import screen_text, shows, until
 from tuidebug.app import TuidebugApp
+from tuidebug.screens.dialogs import QuitScreen
+from tuidebug.screens.help import HelpScreen
 from tuidebug.screens.inspector import InspectorScreen, picture
 from tuidebug.screens.shapes import ShapeTraceScreen
 from tuidebug.screens.tree import TreeScreen
@@ -30,6 +32,14 @@ async def test_the_tree_walks_a_nan_run_to_its_verdict_with_the_keyboard(start_r
         await until(pilot, lambda: isinstance(app.screen, VerdictScreen), "the verdict screen", timeout=120)
         await shows(pilot, "nan / unsafe_math", "torch.div at nan_divide_by_zero.py:22",
                     "[x] For NaN: learning rate, input NaNs, unsafe math, and gradient explosion all checked")
+        await pilot.press("question_mark")  # the verdict's own keys, and q asks to quit here too
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+        await shows(pilot, "Keys: verdict", "Write the Markdown report", "Re-run the deciding check")
+        await pilot.press("escape")
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, QuitScreen), "the quit question")
+        await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, VerdictScreen), "the verdict again")
 
         await pilot.press("s")
         await until(pilot, lambda: list(tmp_path.glob("tuidebug-report-*.md")), "the saved report", timeout=60)

@@ -108,6 +108,8 @@ def test_post_mortem_probe_runs_on_a_copy_after_the_script_ended(start_run):
     assert result.method.startswith("copy of model and optimizer")
 
 
+@pytest.mark.fault('a probe cancelled mid-run',
+                   'result cancelled, the run ends bit-identical')
 def test_a_cancelled_probe_still_restores_the_run(start_run):
     expected = _plain_output(SCRIPTS / "probe_checksum.py")
     run, session = start_run(SCRIPTS / "probe_checksum.py", break_at=10)

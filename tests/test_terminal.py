@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -67,7 +68,7 @@ def terminal(request: pytest.FixtureRequest) -> Iterator[Terminal]:
 def test_the_dashboard_in_a_real_terminal(terminal):
     terminal.start(f"{TUIDEBUG} {EXAMPLES / 'healthy_mlp.py'} --epochs 1")
     terminal.wait_for("FINISHED, CODE 0", "step 16 loss", "healthy_mlp.py --epochs 1", "loss  ⡇ raw  • smoothed",
-                      "gradient norm", "RSS (CPU)", "script_end", "s Step", "q Quit")
+                      "gradient norm", "RSS (CPU)", "script_end", "d Diagnose", "q Quit", "? Help")
     terminal.press("q")
     terminal.wait_for("tuidebug exited 0")
 
@@ -79,6 +80,8 @@ def test_a_crash_at_80x24_without_colour_exits_with_the_script_code(terminal):
     terminal.wait_for("tuidebug exited 1")
 
 
+@pytest.mark.fault('the terminal closes (SIGHUP) while the script prints',
+                   'the screen goes, the run trains to its end, its output in the log')
 def test_a_hangup_closes_the_screen_and_the_run_trains_on(terminal, tmp_path):
     """The terminal closed (SIGHUP): tuidebug leaves, the script trains to its end, its output in the log."""
     script = SCRIPTS / "pat_steps.py"
@@ -95,3 +98,32 @@ def test_a_hangup_closes_the_screen_and_the_run_trains_on(terminal, tmp_path):
     child.wait(60)  # not tuidebug's own child any more: no exit code to read, the log says how it ended
     [log] = (tmp_path / "tuidebug" / "logs").glob("pat_steps-*.log")
     assert "step 150 loss" in log.read_text()
+
+
+@pytest.mark.fault('a new terminal after a hangup',
+                   '`tuidebug ls` lists the run, `tuidebug attach` shows it with its output, q stops it')
+def test_after_a_hangup_attach_shows_the_run_again_with_its_output(terminal, tmp_path):
+    """The terminal closed; a new one lists the run, attaches to it, sees it train and print, and quits it."""
+    script = SCRIPTS / "pat_steps.py"
+    terminal.start(f"XDG_CACHE_HOME={tmp_path} {TUIDEBUG} {script} --steps 3000 --sleep 0.02")
+    terminal.wait_for("step 3 loss")
+    [screen] = [p for p in psutil.process_iter(["cmdline"])
+                if str(TUIDEBUG) in (p.info["cmdline"] or [])[1:2] and str(script) in (p.info["cmdline"] or [])]
+    [child] = screen.children()
+    screen.send_signal(signal.SIGHUP)
+    terminal.wait_for(f"tuidebug exited {128 + signal.SIGHUP}")
+
+    listed = subprocess.run([str(TUIDEBUG), "ls"], capture_output=True, text=True, env={**os.environ,
+                            "XDG_CACHE_HOME": str(tmp_path)}, timeout=60)
+    assert f"{child.pid}" in listed.stdout and "detached" in listed.stdout
+
+    terminal.close()
+    terminal.start(f"XDG_CACHE_HOME={tmp_path} {TUIDEBUG} attach {child.pid}")
+    screen = terminal.wait_for(f"pid {child.pid}", "RUNNING", "attached to run", timeout=90)
+    printed = [int(step) for step in re.findall(r"step (\d+) loss", screen)]
+    assert printed and max(printed) > 3  # printed after the hangup: read back from the run's log
+    terminal.press("q")
+    terminal.wait_for("Stop and quit")
+    terminal.press("y")
+    terminal.wait_for("tuidebug exited")
+    child.wait(30)

@@ -12,12 +12,15 @@ from importlib.resources import files
 from typing import Any
 
 from textual.app import App
+from textual.binding import Binding
 
+from tuidebug.attach import AttachedRun
 from tuidebug.launcher import ChildRun, Target, exit_status
 from tuidebug.screens.dashboard import DashboardScreen
 from tuidebug.screens.dialogs import QuitScreen
 from tuidebug.screens.feed import Feed
 from tuidebug.screens.header import SCRIPT_OVER
+from tuidebug.screens.help import HelpScreen
 from tuidebug.session import Session
 
 QUIT_GRACE_SECONDS = 5.0  # for the child to leave its post-mortem hold and exit with the script's code
@@ -27,8 +30,16 @@ class TuidebugApp(App[None]):
     CSS = "\n".join(files("tuidebug.assets").joinpath(name).read_text(encoding="utf-8")
                      for name in ("dashboard.tcss", "diagnosis.tcss"))
     TITLE = "tuidebug"
+    # The keys every screen shares: help, and quit (which asks first while the script runs). ctrl+c
+    # means quit here too, instead of Textual's notice that points at ctrl+q.
+    BINDINGS = [
+        Binding("question_mark,f1", "help", "Help", id="app.help", tooltip="Every key of this screen"),
+        Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit (asks first while the script runs; ctrl+c too)",
+                show=False),
+        Binding("ctrl+c", "quit", "Quit", id="app.interrupt", show=False),
+    ]
 
-    def __init__(self, run: ChildRun, break_on_nan: bool = True) -> None:
+    def __init__(self, run: ChildRun | AttachedRun, break_on_nan: bool = True) -> None:
         super().__init__()
         self.child = run
         self.feed = Feed(run.session)
@@ -51,6 +62,9 @@ class TuidebugApp(App[None]):
         if self.child.process is None:
             self.child.start()
 
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.screen))
+
     def action_quit(self) -> None:
         """Ask first only when quitting would stop a script that is still training."""
         if isinstance(self.screen, QuitScreen):
@@ -65,7 +79,10 @@ class TuidebugApp(App[None]):
             self._leave()
 
     def _leave(self) -> None:
-        self.child.command("quit")  # ends the post-mortem hold; the child then exits with the script's code
+        if self.child.session.state in SCRIPT_OVER:
+            self.child.command("quit")  # ends the post-mortem hold; the child then exits with the script's code
+        # A script still running is stopped on the way out (_finish): told "quit" while paused, it would
+        # leave its pause and train on until then.
         self.exit()
 
 
@@ -73,7 +90,12 @@ def run_app(target: Target, agent_options: dict[str, Any], mouse: bool = True) -
     """Run the dashboard until the user quits; tuidebug's exit code, from the child's."""
     session = Session(target.name, target.args)
     run = ChildRun(target, session, agent_options, capture_output=True)
-    app = TuidebugApp(run, break_on_nan=agent_options.get("break_on_nan", True))
+    return show(run, agent_options.get("break_on_nan", True), mouse)
+
+
+def show(run: ChildRun | AttachedRun, break_on_nan: bool = True, mouse: bool = True) -> int:
+    """The dashboard of a run, started here or attached to, until the user quits or the screen goes."""
+    app = TuidebugApp(run, break_on_nan=break_on_nan)
     try:
         app.run(mouse=mouse)
     finally:
@@ -86,10 +108,13 @@ def run_app(target: Target, agent_options: dict[str, Any], mouse: bool = True) -
     return app.return_code or exit_status(code)  # Textual's 1 if the app itself failed
 
 
-def _finish(run: ChildRun) -> int:
-    """Let a child that was told to quit exit by itself, then stop whatever is left of it."""
-    if run.session.state in SCRIPT_OVER:
+def _finish(run: ChildRun | AttachedRun) -> int:
+    """Let a child whose script is over exit by itself, with the script's code, then stop whatever is
+    left. A script still running when the user quit was stopped on the user's word: a clean quit, 0,
+    not the 143 of the SIGTERM that stopped it."""
+    script_over = run.session.state in SCRIPT_OVER
+    if script_over:
         run.wait(QUIT_GRACE_SECONDS)
     run.close()
     code = run.process.returncode if run.process is not None else None
-    return code if code is not None else 0
+    return code if script_over and code is not None else 0

@@ -5,6 +5,8 @@
     tuidebug --headless [OPTIONS] SCRIPT ...   figures as lines on stderr, no screen
     tuidebug diagnose [OPTIONS] SCRIPT ...     walk the decision tree without a screen
     tuidebug replay BUNDLE SCRIPT ...          re-run a saved failing case against the script
+    tuidebug ls                                this user's runs, and whether a screen shows them
+    tuidebug attach [PID]                      show a run whose screen went away again
 
 Everything after the script (or ``-m MODULE``) goes to the script, as with ``python``.
 Errors are one line on stderr and exit code 2.
@@ -22,6 +24,7 @@ from tuidebug import __version__
 from tuidebug.launcher import Target, TargetError
 
 USAGE_ERROR = 2
+ATTACH_FAILED = 1
 PROBE_SECONDS = 45  # diagnose's default deadline leaves this long for the checks after the window
 VALUE_OPTIONS = {"--print-every", "--break-at", "--norm-stride", "--json", "--report", "--max-steps", "--steps",
                  "--seconds", "--timeout", "--bundle-dir"}
@@ -87,6 +90,22 @@ def build_replay_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_attach_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tuidebug attach", usage="tuidebug attach [--no-mouse] [PID]",
+                     description="Show a run whose screen went away (the terminal closed, the SSH connection "
+                                 "dropped) again. Without a PID: the most recent such run of yours. "
+                                 "Exit 1: there is none, or it did not answer.")
+    parser.add_argument("pid", nargs="?", type=_positive, metavar="PID", help="the run, as tuidebug ls lists it")
+    parser.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
+    return parser
+
+
+def build_ls_parser() -> argparse.ArgumentParser:
+    return _Parser(prog="tuidebug ls", usage="tuidebug ls",
+                   description="List your runs that are alive under tuidebug: pid, age, whether a screen shows "
+                               "them, the command and the log file their output goes to once the screen is gone.")
+
+
 def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """tuidebug's own options, and the target with its arguments (the first word not ours)."""
     argv = list(argv)
@@ -121,6 +140,7 @@ def agent_options(options: argparse.Namespace) -> dict[str, Any]:
         "break_at": None if options.headless else options.break_at,
         "norm_stride": options.norm_stride,
         "stop_on_disconnect": options.stop_on_disconnect,
+        "attachable": not options.headless,
     }
 
 
@@ -157,12 +177,47 @@ def replay(argv: list[str]) -> int:
     return run_replay(bundle, checked(target), float(options.timeout))
 
 
+def attach(argv: list[str]) -> int:
+    from tuidebug.attach import AttachedRun, AttachError, choose
+    from tuidebug.session import Session
+
+    options = build_attach_parser().parse_args(argv)
+    try:
+        record = choose(options.pid)
+        run = AttachedRun(record, Session(record.script, record.args))
+        run.attach()
+    except AttachError as exc:
+        print(f"tuidebug: error: {exc}", file=sys.stderr)
+        return ATTACH_FAILED
+    from tuidebug.app import show
+
+    return show(run, mouse=not options.no_mouse)
+
+
+def list_runs(argv: list[str]) -> int:
+    from tuidebug.attach import listing
+
+    build_ls_parser().parse_args(argv)
+    print(listing())
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    from tuidebug.server import SocketFolderError
+
+    try:
+        return _dispatch(list(sys.argv[1:] if argv is None else argv))
+    except SocketFolderError as exc:
+        fail(str(exc))
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv[:1] == ["diagnose"]:
         return diagnose(argv[1:])
     if argv[:1] == ["replay"]:
         return replay(argv[1:])
+    if argv[:1] in (["attach"], ["ls"]):
+        return attach(argv[1:]) if argv[0] == "attach" else list_runs(argv[1:])
     options, target = parse(argv)
     checked(target)
     if options.headless:

@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -302,7 +303,7 @@ def run_diagnose(target: Target, options: DiagnoseOptions) -> int:
         try:
             check_writable(path)
         except OSError as exc:
-            print(f"tuidebug: error: {exc}")
+            print(f"tuidebug: error: {exc}", file=sys.stderr)
             return TOOL_ERROR
     deadline = Deadline(options.timeout)
     session = Session(target.name, target.args)
@@ -354,7 +355,7 @@ def _write_reports(report: dict, text: str, options: DiagnoseOptions) -> int | N
         if options.json_path:
             write_atomically(options.json_path, json.dumps(json_ready(report), indent=2))
     except OSError as exc:
-        print(f"tuidebug: error: cannot write the report: {exc}")
+        print(f"tuidebug: error: cannot write the report: {exc}", file=sys.stderr)
         return TOOL_ERROR
     return None
 
@@ -377,11 +378,13 @@ def run_replay(bundle: str, target: Target, timeout: float) -> int:
         run.close()
     if result is None:
         why = "timed out" if not done else "the script ended before its loop fetched two batches"
-        print(f"tuidebug: error: the failing case could not be re-run: {why}")
+        print(f"tuidebug: error: the failing case could not be re-run: {why}", file=sys.stderr)
+        return TOOL_ERROR
+    if result.status not in ("pass", "fail"):
+        why = result.summary.strip().splitlines()[0].removeprefix("probe failed: ").removeprefix("BundleError: ")
+        print(f"tuidebug: error: the failing case could not be re-run: {why}", file=sys.stderr)
         return TOOL_ERROR
     print(f"{result.status}: {result.summary}")
     for line in result.evidence:
         print(f"  {line}")
-    if result.status not in ("pass", "fail"):
-        return TOOL_ERROR
     return HEALTHY if result.status == "pass" else DIAGNOSED

@@ -18,24 +18,40 @@ from tuidebug import protocol
 from tuidebug.protocol import Command, Hello, Reject, Welcome
 from tuidebug.session import Session
 
-HANDSHAKE_SECONDS = 5.0
+HANDSHAKE_SECONDS = 5.0  # for the whole hello, not per read: a peer trickling bytes is dropped too
+# Rejected connections logged one by one; past this, only every power of ten, so that a flood of
+# them cannot push the run's own events out of the session's bounded log.
+LOGGED_REJECTIONS = 20
+
+
+class SocketFolderError(OSError):
+    """The private socket folder cannot be made (a full disk, no usable temporary folder)."""
 
 
 class AgentServer:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.token = secrets.token_hex(16)
-        self._dir = tempfile.mkdtemp(prefix="tuidebug-")
+        try:
+            self._dir = tempfile.mkdtemp(prefix="tuidebug-")
+        except OSError as exc:  # tempfile writes a probe file first: a full disk fails here
+            raise SocketFolderError(f"cannot make the private socket folder: {exc.strerror or exc}") from None
         self.address = os.path.join(self._dir, "agent.sock")
         self.stack_file = os.path.join(self._dir, "stacks.txt")  # where the agent dumps its stacks on SIGUSR1
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(self.address)
+        try:
+            self._listener.bind(self.address)
+        except OSError as exc:
+            self._listener.close()
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise SocketFolderError(f"cannot make the private socket in {self._dir}: {exc.strerror or exc}") from None
         os.chmod(self.address, 0o600)
         self._listener.listen(4)
         self._agent: socket.socket | None = None
         self._send_lock = threading.Lock()
         self._closed = False
         self._readers: list[threading.Thread] = []
+        self._rejected = 0
 
     def start(self) -> None:
         threading.Thread(target=self._accept_loop, name="tuidebug-accept", daemon=True).start()
@@ -103,10 +119,17 @@ class AgentServer:
 
     def _handshake(self, conn: socket.socket, decoder: protocol.FrameDecoder, pending: list) -> bool:
         conn.settimeout(HANDSHAKE_SECONDS)
+        expired = threading.Event()
+        deadline = threading.Timer(HANDSHAKE_SECONDS, _cut, (conn, expired))
+        deadline.start()
         try:
             hello = protocol.read_message(conn, decoder, pending)
         except (protocol.ProtocolError, OSError, ValueError, TypeError) as exc:  # timeouts are OSErrors
             return self._reject(conn, f"bad handshake: {exc}")
+        finally:
+            deadline.cancel()
+        if expired.is_set():
+            return self._reject(conn, "bad handshake: timed out")
         if not isinstance(hello, Hello):
             return self._reject(conn, "bad handshake: the first frame is not a hello")
         if hello.version != protocol.PROTOCOL_VERSION:
@@ -122,9 +145,23 @@ class AgentServer:
         return True
 
     def _reject(self, conn: socket.socket, reason: str) -> bool:
-        self.session.note("rejected", f"rejected a connection: {reason}")
+        self._rejected += 1
+        count = self._rejected
+        if count <= LOGGED_REJECTIONS:
+            self.session.note("rejected", f"rejected a connection: {reason}")
+        elif str(count).rstrip("0") == "1":
+            self.session.note("rejected", f"rejected {count} connections so far; the latest: {reason}")
         try:
             conn.sendall(protocol.encode(Reject(reason=reason)))
         except OSError:
             pass
         return False
+
+
+def _cut(conn: socket.socket, expired: threading.Event) -> None:
+    """The handshake's time is up: wake the read that waits on it."""
+    expired.set()
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass

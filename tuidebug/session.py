@@ -276,10 +276,16 @@ class Session:
 
 
 def describe_exit(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"script killed by {name}"
-    return f"script exited with code {returncode}"
+    how = exit_text(returncode)
+    return f"script {how}" if returncode < 0 else f"script exited with {how}"
+
+
+def exit_text(returncode: int) -> str:
+    """``code 1``, or ``killed by SIGSEGV`` for a process a signal ended (never ``code -11``)."""
+    if returncode >= 0:
+        return f"code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"killed by {name}"

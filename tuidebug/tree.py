@@ -35,6 +35,7 @@ class Node:
     question: str = ""
     why: str = ""
     probe: str | None = None
+    takes: str = ""  # a check's cost in words (how many replays, passes or steps): shown before it runs
     next: dict[str, str] = field(default_factory=dict)
     order: dict[str, str] = field(default_factory=dict)
     causes: dict[str, str] = field(default_factory=dict)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import pickle
 import os
 import shutil
 import sys
@@ -112,13 +113,25 @@ def load_bundle(folder: str) -> tuple[dict[str, Any], dict[str, Any], list[Any]]
     path = Path(folder)
     try:
         meta = json.loads((path / "bundle.json").read_text(encoding="utf-8"))
-        state = torch.load(path / "state.pt", weights_only=True, map_location="cpu")
-        batches = torch.load(path / "batches.pt", weights_only=True, map_location="cpu")
-    except (OSError, ValueError, RuntimeError) as exc:
+    except (OSError, ValueError) as exc:
         raise BundleError(f"cannot read the bundle {folder}: {exc}") from None
+    state, batches = (_load_tensors(path / name) for name in ("state.pt", "batches.pt"))
     if meta.get("format") != FORMAT:
         raise BundleError(f"bundle format {meta.get('format')} is not {FORMAT}")
     return meta, state, batches
+
+
+def _load_tensors(path: Path) -> Any:
+    """A ``.pt`` file of plain tensors; anything else (a crafted pickle, a truncated file) is refused."""
+    try:
+        return torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as exc:
+        refused = next((line.strip() for line in str(exc).splitlines() if "GLOBAL" in line), "not plain tensors")
+        raise BundleError(f"refused {path}: it holds more than tensors, and loading it could run code ({refused})") \
+            from None
+    except Exception as exc:  # torch raises RuntimeError, EOFError, zipfile errors... for a damaged file
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BundleError(f"cannot read {path}: truncated or damaged ({first})") from None
 
 
 def bundle_snapshot(agent: Agent, state: dict[str, Any], scheduler_steps: list[int]) -> Snapshot:

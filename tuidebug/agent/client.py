@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import itertools
 import os
+import shutil
 import socket
 import sys
 import threading
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tuidebug import protocol
-from tuidebug.protocol import Command, Hello, Message, Step
+from tuidebug.protocol import Command, Device, Event, Hello, Memory, Message, ProbeResult, State, Step
 
 METRIC_QUEUE = 4096
 EVENT_QUEUE = 16384
@@ -27,6 +28,10 @@ HANDSHAKE_TIMEOUT = 10.0
 # training thread GIL hand-offs every step. Events and state changes wake the writer at once.
 FLUSH_SECONDS = 0.05
 THREAD_STACK = 512 * 1024  # the writer and reader only encode and decode small frames
+# What a screen that attaches later sees of the past, by message: the charts' recent history (a few
+# thousand points, more than a chart of a terminal's width can show; memory is read once a second),
+# and the events, states and probe results. Progress and batch reports are transient.
+HISTORY = {Step: 4096, Memory: 600, Event: 1024, State: 64, Device: 4, ProbeResult: 256}
 
 
 class ConnectionRefused(Exception):
@@ -54,32 +59,62 @@ class AgentClient:
         self._busy = False
         self._sequence = itertools.count()  # keeps events and steps in the order they happened
         self._threads: list[threading.Thread] = []
+        self._hello: dict[str, Any] = {}
+        # Set for a run a later screen may attach to: while no screen is connected, steps are still
+        # resolved and events still kept, and what was sent last is replayed to the next screen.
+        self.reattachable = False
+        self._sent: dict[type, collections.deque[tuple[int, Message]]] = {
+            kind: collections.deque(maxlen=length) for kind, length in HISTORY.items()}
+        self._replay: list[Message] = []
 
     def connect(self, argv: list[str], torch_version: str, resolve: Callable[[Any], Step]) -> None:
         self._resolve = resolve
-        sock = socket.socket(socket.AF_UNIX if not _is_tcp(self._address) else socket.AF_INET)
+        self._hello = dict(pid=os.getpid(), argv=argv, python=".".join(map(str, sys.version_info[:3])),
+                           torch_version=torch_version)
+        self._sock = self._handshake(self._address, self._token)
+        self.connected = True
+        os.register_at_fork(after_in_child=self._forget_in_child)
+        self._start_threads()
+
+    def reconnect(self, address: str, token: str) -> None:
+        """Connect to a new screen (``tuidebug attach``) after the first one went away; it first gets
+        the recent history, then what happened while nobody watched. Raises ConnectionRefused."""
+        sock = self._handshake(address, token)
+        self._address = address
+        with self._wake:
+            kept = [pair for sent in self._sent.values() for pair in sent]
+            self._replay = [message for _, message in sorted(kept, key=lambda pair: pair[0])]
+            self._sock = sock
+            self.connected = True
+            self._wake.notify()
+        self._start_threads()
+
+    def _handshake(self, address: str, token: str) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX if not _is_tcp(address) else socket.AF_INET)
         sock.settimeout(HANDSHAKE_TIMEOUT)
         try:
-            sock.connect(_parse_address(self._address))
-            sock.sendall(protocol.encode(Hello(
-                version=protocol.PROTOCOL_VERSION, token=self._token, pid=os.getpid(), argv=argv,
-                python=".".join(map(str, sys.version_info[:3])), torch_version=torch_version,
-            )))
+            sock.connect(_parse_address(address))
+            sock.sendall(protocol.encode(Hello(version=protocol.PROTOCOL_VERSION, token=token, **self._hello)))
             reply = protocol.read_message(sock, protocol.FrameDecoder(), [])
         except (OSError, protocol.ProtocolError) as exc:
             sock.close()
-            raise ConnectionRefused(f"cannot reach the tuidebug TUI at {self._address}: {exc}") from None
+            raise ConnectionRefused(f"cannot reach the tuidebug TUI at {address}: {exc}") from None
         if not isinstance(reply, protocol.Welcome):
             sock.close()
             reason = reply.reason if isinstance(reply, protocol.Reject) else "no welcome"
             raise ConnectionRefused(f"the tuidebug TUI refused the agent: {reason}")
         sock.settimeout(None)
-        self._sock = sock
-        self.connected = True
-        os.register_at_fork(after_in_child=self._forget_in_child)
+        return sock
+
+    def _start_threads(self) -> None:
+        """The reader always; the writer unless it is still running (it resolves steps while detached)."""
+        self._threads = [thread for thread in self._threads if thread.is_alive()]
+        loops = [(self._read_loop, "tuidebug-reader")]
+        if not any(thread.name == "tuidebug-writer" for thread in self._threads):
+            loops.append((self._write_loop, "tuidebug-writer"))
         previous = threading.stack_size(THREAD_STACK)  # small stacks: the run may be under a memory limit
         try:
-            for target, name in ((self._write_loop, "tuidebug-writer"), (self._read_loop, "tuidebug-reader")):
+            for target, name in loops:
                 thread = threading.Thread(target=target, name=name, daemon=True)
                 thread.start()
                 self._threads.append(thread)
@@ -88,7 +123,7 @@ class AgentClient:
 
     def send(self, message: Message) -> None:
         """Queue a message that must get through (events, state); never blocks the caller."""
-        if not self.connected:
+        if not self.connected and not self.reattachable:
             return
         if len(self._events) < EVENT_QUEUE:
             self._events.append((next(self._sequence), message))
@@ -103,7 +138,7 @@ class AgentClient:
         ``record`` is turned into a Step message on the writer thread (see ``connect``'s
         ``resolve``), so reading tensor values never blocks training.
         """
-        if not self.connected:
+        if not self.connected and not self.reattachable:
             return
         if len(self._metrics) >= METRIC_QUEUE:
             self._metrics.popleft()
@@ -141,24 +176,27 @@ class AgentClient:
         """Flush, disconnect, and let the threads end: a daemon thread that still drops tensors while
         the interpreter shuts down aborts the process ("terminate called without an active exception")."""
         self.flush()
+        self.reattachable = False
         self._lost()
+        with self._wake:
+            self._wake.notify_all()
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=5)
 
     def _forget_in_child(self) -> None:
         """A forked child (a DataLoader worker) must not hold the connection open, nor use it."""
-        self.connected = False
+        self.connected = self.reattachable = False
         if self._sock is not None:
             self._sock.close()  # close, never shutdown: the parent's connection lives on
 
     def _write_loop(self) -> None:
         next_sample = 0.0
-        while self.connected:
+        while self.connected or self.reattachable:
             with self._wake:
                 if not self._events:
                     self._wake.wait(timeout=max(0.0, min(FLUSH_SECONDS, next_sample - time.monotonic())))
-            if not self.connected:
+            if not (self.connected or self.reattachable):
                 return
             self._busy = True
             batch = []
@@ -166,37 +204,47 @@ class AgentClient:
                 batch.append(self._events.popleft())
             while self._metrics:
                 batch.append(self._metrics.popleft())
-            batch = [item for _, item in sorted(batch, key=lambda pair: pair[0])]
+            batch.sort(key=lambda pair: pair[0])
             if self._sampler and time.monotonic() >= next_sample:
                 next_sample = time.monotonic() + 1.0
-                batch.extend(self._sampler())
-            if not self._write(batch):
-                return
+                batch.extend((next(self._sequence), message) for message in self._sampler())
+            self._write(batch)
             self._busy = False
 
-    def _write(self, batch: list[Message]) -> bool:
-        frames = []
-        for message in batch:
+    def _write(self, batch: list[tuple[int, Any]]) -> None:
+        frames = [protocol.encode(message) for message in self._take_replay()]
+        for sequence, message in batch:
             try:
                 if not isinstance(message, Message):
                     message = self._resolve(message)
                     message.dropped, self._dropped = self._dropped, 0
+                if self.reattachable:
+                    self._remember(sequence, message)
                 frames.append(protocol.encode(message))
             except MemoryError:  # the script ran the process out of memory: drop this one, keep the channel
                 self._dropped += 1
+        sock = self._sock
         try:
-            if frames and self._sock is not None:
-                self._sock.sendall(b"".join(frames))
+            if frames and self.connected and sock is not None:
+                sock.sendall(b"".join(frames))
         except OSError:
-            self._lost()
-            return False
-        return True
+            self._lost(sock)
+
+    def _remember(self, sequence: int, message: Message) -> None:
+        sent = self._sent.get(type(message))
+        if sent is not None:
+            sent.append((sequence, message))
+
+    def _take_replay(self) -> list[Message]:
+        with self._wake:
+            replay, self._replay = self._replay, []
+        return replay
 
     def _read_loop(self) -> None:
-        decoder, pending = protocol.FrameDecoder(), []
+        decoder, pending, sock = protocol.FrameDecoder(), [], self._sock
         try:
             while True:
-                message = protocol.read_message(self._sock, decoder, pending)
+                message = protocol.read_message(sock, decoder, pending)
                 if message is None:
                     break
                 if isinstance(message, Command) and message.name in self.immediate:
@@ -205,11 +253,13 @@ class AgentClient:
                     self.post_local(message)
         except (OSError, protocol.ProtocolError):
             pass
-        self._lost()
+        self._lost(sock)
 
-    def _lost(self) -> None:
+    def _lost(self, sock: socket.socket | None = None) -> None:
+        """The connection ended; ``sock``, when given, is the one that failed (a stale reader of an
+        earlier connection must not cut the one a later screen made)."""
         with self._lost_lock:
-            if not self.connected:
+            if not self.connected or (sock is not None and sock is not self._sock):
                 return
             self.connected = False
         if self._sock is not None:
@@ -222,8 +272,17 @@ class AgentClient:
             self._command_ready.notify_all()
         with self._wake:
             self._wake.notify_all()
+        if self.reattachable or sock is not None:  # the screen went away, not closed by the script's end
+            _remove_private_folder(self._address)
         if self.on_disconnect is not None:
             self.on_disconnect()
+
+
+def _remove_private_folder(address: str) -> None:
+    """A screen that was killed (SIGKILL) could not remove its private socket folder: its run does."""
+    folder = os.path.dirname(address)
+    if not _is_tcp(address) and os.path.basename(folder).startswith("tuidebug-") and os.path.isdir(folder):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _is_tcp(address: str) -> bool:

@@ -55,6 +55,7 @@ class AgentConfig:
     break_at: int | None = None
     post_mortem: bool = True
     stop_on_disconnect: bool = False
+    attachable: bool = False  # under the screen: when it goes away, a later ``tuidebug attach`` takes the run
     norm_stride: int = 10
     # The recent batches (and model inputs) kept by reference for replays: enough to replay every
     # step since the rolling checkpoint, which is taken every ``checkpoint_every`` steps when cheap.

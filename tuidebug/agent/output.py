@@ -4,7 +4,7 @@ Under the TUI and ``diagnose`` the script's stdout and stderr are a pipe to tuid
 goes away (the terminal closes, the SSH connection drops, the screen is killed), the next ``print``
 raises ``BrokenPipeError`` and would end a run that is otherwise fine. The streams are wrapped so
 that a broken pipe switches them to a log file (``$XDG_CACHE_HOME/tuidebug/logs``, private to the
-user) and the run trains on; the log's first line says when and why.
+user, see ``tuidebug/runs.py``) and the run trains on; the log's first line says when and why.
 """
 
 from __future__ import annotations
@@ -14,24 +14,19 @@ import os
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, TextIO
+
+from tuidebug import runs
 
 _LOCK = threading.Lock()
 _LOG: list[TextIO] = []  # the one log both streams share, once a pipe broke
 
 
-def log_dir() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "tuidebug" / "logs"
-
-
 def _open_log(script: str) -> TextIO:
     with _LOCK:
         if not _LOG:
-            folder = log_dir()
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            path = folder / f"{Path(script).stem}-{os.getpid()}.log"
+            path = runs.log_path(script, os.getpid())
+            runs.private_folder(path.parent)
             handle = open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a", buffering=1,
                           encoding="utf-8", errors="replace")
             handle.write(f"tuidebug: the pipe to tuidebug closed at {time.strftime('%Y-%m-%d %H:%M:%S')}; "

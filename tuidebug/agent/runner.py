@@ -33,6 +33,7 @@ from tuidebug.agent.core import Agent, AgentConfig
 from tuidebug.agent.sandbox import WriteSandbox
 from tuidebug.agent.crash import analyse
 from tuidebug.agent.memory import MemoryReader
+from tuidebug.agent.reattach import Reattach
 from tuidebug.agent.output import survive_closed_pipes
 from tuidebug.protocol import Event, State
 from tuidebug.sites import user_frames
@@ -61,6 +62,8 @@ def main() -> None:
         agent.client = None
     if agent_config.stop_on_disconnect:
         client.on_disconnect = _thread.interrupt_main
+    elif agent_config.attachable and agent.client is not None:
+        Reattach(client, config["target"], config["args"]).enable()
     client.immediate["cancel"] = lambda args: agent.probes.cancel.set()
     _dump_stacks_on_signal(config.get("stack_file"))
     hooks.install(agent)
