@@ -15,6 +15,10 @@
    headless driver), the child not yet started.
 5. Time to verdict: ``tuidebug diagnose`` on each bundled example, median of a few runs, next to
    the time the bare script takes.
+6. Big batches: a trivial model on batches of 1, 64 and 512 MiB (``bench/big_batch.py``), a few
+   steps bare and under the agent: the agent's extra RSS at the end and at the peak; and the batch
+   inspector on the 512 MiB batch of a paused run: seconds to its report, and the peak extra RSS
+   while it summarises (``--big-batches-only`` runs just these).
 
 This process never imports torch, like the TUI. Results are also written to .bench/latest.json.
 """
@@ -45,6 +49,8 @@ from tuidebug.session import Session
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = Path(__file__).resolve().parent / "workload.py"
+BIG_BATCH = Path(__file__).resolve().parent / "big_batch.py"
+BIG_BATCH_MIB = (1, 64, 512)
 RESULTS = ROOT / ".bench" / "latest.json"
 MiB = 1024 * 1024
 GROUPS = {"cnn": 5, "mlp": 3}  # the CNN's step time varies more from process to process
@@ -206,14 +212,14 @@ def protocol_throughput(count: int) -> dict[str, Any]:
     }
 
 
-def run_to_end(args: list[str], agent: bool) -> dict[str, Any]:
+def run_to_end(args: list[str], agent: bool, script: Path = WORKLOAD) -> dict[str, Any]:
     """A workload run start to finish; its summary line."""
     if not agent:
-        result = subprocess.run([sys.executable, str(WORKLOAD), *args], capture_output=True, text=True, timeout=600,
+        result = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600,
                                 check=True)
         return json.loads(result.stdout.strip().splitlines()[-1])
-    session = Session(str(WORKLOAD), args)
-    run = ChildRun(Target(str(WORKLOAD), args), session, default_options(), capture_output=True)
+    session = Session(str(script), args)
+    run = ChildRun(Target(str(script), args), session, default_options(), capture_output=True)
     run.start()
     try:
         code = run.wait(600)
@@ -236,6 +242,66 @@ def agent_memory(steps: int, warmup: int) -> dict[str, Any]:
         "agent_rss_mib": agent["rss_end"] / MiB, "bare_rss_mib": bare["rss_end"] / MiB,
         "steps_received": agent["steps_received"], "dropped": agent["dropped"],
     }
+
+
+def batch_memory(sizes: tuple[int, ...], steps: int) -> dict[str, dict[str, float]]:
+    """Per batch size in MiB: the agent's RSS over the bare run's, at the end and at the peak."""
+    figures = {}
+    for mib in sizes:
+        args = ["--mib", str(mib), "--steps", str(steps)]
+        bare, agent = run_to_end(args, False, BIG_BATCH), run_to_end(args, True, BIG_BATCH)
+        figures[str(mib)] = {"extra_rss_mib": (agent["rss_end"] - bare["rss_end"]) / MiB,
+                             "extra_peak_mib": (agent["rss_peak"] - bare["rss_peak"]) / MiB,
+                             "bare_rss_mib": bare["rss_end"] / MiB, "agent_rss_mib": agent["rss_end"] / MiB}
+        print(f"  {mib} MiB batches: agent +{figures[str(mib)]['extra_rss_mib']:.0f} MiB RSS at the end, "
+              f"+{figures[str(mib)]['extra_peak_mib']:.0f} MiB at the peak", flush=True)
+    return figures
+
+
+def inspector_cost(mib: int, steps: int) -> dict[str, float]:
+    """The batch inspector on the ``mib`` MiB batch of a run paused at its last step: seconds from the
+    request to the report, and the child's peak RSS meanwhile (sampled every 5 ms) over its RSS before."""
+    args = ["--mib", str(mib), "--steps", str(steps)]
+    session = Session(str(BIG_BATCH), args)
+    run = ChildRun(Target(str(BIG_BATCH), args), session, {**default_options(), "break_at": steps},
+                   capture_output=True)
+    run.start()
+    try:
+        while session.state != "paused":
+            if not run.running:
+                raise SystemExit(f"bench: the big-batch workload ended before its break: {list(session.output)[-5:]}")
+            time.sleep(0.05)
+        child = psutil.Process(run.process.pid)
+        before = peak = child.memory_info().rss
+        began = time.perf_counter()
+        run.command("inspect")
+        while session.batch_report is None:
+            peak = max(peak, child.memory_info().rss)
+            time.sleep(0.005)
+        seconds = time.perf_counter() - began
+    finally:
+        run.close()
+    summarised = sum(t["numel"] * 4 for t in session.batch_report.tensors)  # float32
+    if summarised != mib * MiB:
+        raise SystemExit(f"bench: the inspector summarised {summarised} bytes, not the {mib} MiB batch")
+    return {"mib": mib, "seconds": seconds, "extra_peak_mib": (peak - before) / MiB,
+            "extra_peak_per_batch": (peak - before) / (mib * MiB)}
+
+
+def big_batches(steps: int) -> dict[str, Any]:
+    print(f"big batches: {steps} steps of a trivial model on {', '.join(map(str, BIG_BATCH_MIB))} MiB batches, "
+          "bare and under the agent; the inspector on the largest...", flush=True)
+    return {"memory": batch_memory(BIG_BATCH_MIB, steps), "inspector": inspector_cost(max(BIG_BATCH_MIB), steps)}
+
+
+def print_big_batches(figures: dict[str, Any]) -> None:
+    for mib, row in figures["memory"].items():
+        print(f"  agent with {mib} MiB batches: +{row['extra_rss_mib']:.0f} MiB RSS over the bare run at the end "
+              f"({row['agent_rss_mib']:.0f} vs {row['bare_rss_mib']:.0f} MiB), "
+              f"+{row['extra_peak_mib']:.0f} MiB at the peak")
+    inspected = figures["inspector"]
+    print(f"  inspector on a {inspected['mib']} MiB batch: {inspected['seconds']:.2f} s, peak +"
+          f"{inspected['extra_peak_mib']:.0f} MiB RSS ({inspected['extra_peak_per_batch']:.2f}x the batch)")
 
 
 FIRST_FRAME = """
@@ -304,10 +370,17 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--long-steps", type=int, default=20_000)
     parser.add_argument("--verdict-runs", type=int, default=3, help="diagnose runs per example (default 3)")
+    parser.add_argument("--big-batch-steps", type=int, default=6)
+    parser.add_argument("--big-batches-only", action="store_true", help="only the big-batch rows (6.), not saved")
     args = parser.parse_args()
     began = time.perf_counter()
     print(f"tuidebug bench on {platform.machine()} ({psutil.cpu_count()} CPUs), python {platform.python_version()}",
           flush=True)
+    if args.big_batches_only:
+        batches = big_batches(args.big_batch_steps)
+        print("\nresults")
+        print_big_batches(batches)
+        return
 
     groups = {model: args.groups or default for model, default in GROUPS.items()}
     print(f"step time: groups of a bare, a control bare and an agent process ({groups['cnn']} for the CNN, "
@@ -324,6 +397,7 @@ def main() -> None:
     frames = first_frame(5)
     print(f"time to verdict: tuidebug diagnose on each example, {args.verdict_runs} runs...", flush=True)
     verdicts = time_to_verdict(args.verdict_runs)
+    batches = big_batches(args.big_batch_steps)
 
     print("\nresults")
     for model, figures in steps.items():
@@ -345,11 +419,13 @@ def main() -> None:
     for name, figures in verdicts.items():
         print(f"  time to verdict {name}: {figures['diagnose_s']:.1f} s ({figures['verdict']}); "
               f"bare script {figures['bare_s']:.1f} s")
+    print_big_batches(batches)
     elapsed = time.perf_counter() - began
     print(f"  bench took {elapsed:.0f} s")
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps({"step_time": steps, "protocol": wire, "agent_memory": memory,
-                                   "first_frame_s": frames, "time_to_verdict": verdicts, "seconds": elapsed},
+                                   "first_frame_s": frames, "time_to_verdict": verdicts, "big_batches": batches,
+                                   "seconds": elapsed},
                                   indent=2))
 
 

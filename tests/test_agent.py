@@ -198,3 +198,14 @@ def test_the_run_goes_on_printing_when_the_pipe_to_the_screen_closes(tmp_path):
     assert (tmp_path / "done").read_text() == "trained to the end"
     [log] = (tmp_path / "cache" / "tuidebug" / "logs").glob("prints-*.log")
     assert "line 19" in log.read_text() and oct(log.stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_gradient_norm_shown_is_the_one_before_the_scripts_clipping(start_run):
+    run, session = start_run(SCRIPTS / "pat_clip.py")
+    wait_for(lambda: session.state == "ended", 60, "the script's end")
+
+    printed = {int(m[1]): float(m[2]) for m in re.finditer(r"step (\d+) clip returned (\S+)", "\n".join(session.output))}
+    last = session.last_step
+    assert last.grad_norm <= 0.25 + 1e-6  # what the optimizer applied
+    assert last.norm_before_clip == pytest.approx(printed[last.step], rel=1e-5) and last.clip_at == 0.25
+    assert session.grad_norm.latest == pytest.approx(printed[last.step], rel=1e-5) and session.clip_at == 0.25

@@ -26,8 +26,11 @@ from tuidebug.launcher import Target, TargetError
 USAGE_ERROR = 2
 ATTACH_FAILED = 1
 PROBE_SECONDS = 45  # diagnose's default deadline leaves this long for the checks after the window
+# torchrun's options that tuidebug passes through (its launcher starts the workers, never one of ours)
+TORCHRUN_OPTIONS = ("--nproc-per-node", "--nnodes", "--node-rank", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id",
+                    "--master-addr", "--master-port")
 VALUE_OPTIONS = {"--print-every", "--break-at", "--norm-stride", "--json", "--report", "--max-steps", "--steps",
-                 "--seconds", "--timeout", "--bundle-dir"}
+                 "--seconds", "--timeout", "--bundle-dir", *TORCHRUN_OPTIONS}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,7 +62,27 @@ def build_parser() -> argparse.ArgumentParser:
                         help="stop the script if tuidebug goes away (default: it keeps training)")
     parser.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
     parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m")
+    add_torchrun_options(parser)
     return parser
+
+
+def add_torchrun_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "multi-process jobs", "start the script with torchrun (torch.distributed.run), the agent in every worker; "
+                              "every rank reports to this one tuidebug")
+    group.add_argument("--nproc-per-node", metavar="N", help="workers on this machine, as torchrun's --nproc-per-node")
+    for option in TORCHRUN_OPTIONS[1:]:
+        group.add_argument(option, metavar="VALUE", help=f"passed to torchrun as {option}")
+
+
+def launch_args(options: argparse.Namespace) -> list[str]:
+    """The torchrun options given, as torchrun's own arguments; empty for a single process."""
+    given = [(option, getattr(options, option[2:].replace("-", "_"), None)) for option in TORCHRUN_OPTIONS]
+    if not any(value is not None for _, value in given):
+        return []
+    if options.nproc_per_node is None:
+        fail("a multi-process job needs --nproc-per-node (see tuidebug --help)")
+    return [f"{option}={value}" for option, value in given if value is not None]
 
 
 def build_diagnose_parser() -> argparse.ArgumentParser:
@@ -78,6 +101,7 @@ def build_diagnose_parser() -> argparse.ArgumentParser:
                              f"verdict so far is written, marked partial (default: the window + {PROBE_SECONDS}s)")
     parser.add_argument("--bundle-dir", metavar="DIR", help="where to save the reproduction bundle")
     parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m")
+    add_torchrun_options(parser)
     return parser
 
 
@@ -131,6 +155,8 @@ def parse(argv: Sequence[str], parser: argparse.ArgumentParser | None = None) ->
         target = Target(rest[0], rest[1:])
     else:
         fail("no script given: tuidebug [OPTIONS] SCRIPT [ARGS...] (see tuidebug --help)")
+    if hasattr(options, "nproc_per_node"):
+        target.launch = launch_args(options)
     return options, target
 
 
@@ -140,7 +166,7 @@ def agent_options(options: argparse.Namespace) -> dict[str, Any]:
         "break_at": None if options.headless else options.break_at,
         "norm_stride": options.norm_stride,
         "stop_on_disconnect": options.stop_on_disconnect,
-        "attachable": not options.headless,
+        "attachable": not options.headless and not options.nproc_per_node,  # attach takes one process
     }
 
 

@@ -103,6 +103,11 @@ def run_probe(run: ChildRun, session: Session, probe: str, timeout: float,
         else "no result: the training process ended")
 
 
+def stopped(session: Session) -> bool:
+    """Paused, held or over: the checks can run (a multi-process job is stopped by any rank's hold)."""
+    return session.state in STOPPED or session.ended or session.any_rank_held()
+
+
 def observe(run: ChildRun, session: Session, options: DiagnoseOptions, deadline: Deadline) -> None:
     """Let the run go until it stops by itself (a break, the step window, the end, an exception) or
     the window's seconds pass (then pause it), or it stalls (then say where it is)."""
@@ -110,7 +115,7 @@ def observe(run: ChildRun, session: Session, options: DiagnoseOptions, deadline:
     window_end = started + min(options.seconds, deadline.left())
     last_step, last_change, first_gap, between = -1, started, 0.0, 0.0
     while time.monotonic() < window_end:
-        if wait_until(session, lambda: session.state in STOPPED or session.ended, 0.25):
+        if wait_until(session, lambda: stopped(session), 0.25):
             return
         now = time.monotonic()
         if session.step != last_step:
@@ -130,7 +135,7 @@ def observe(run: ChildRun, session: Session, options: DiagnoseOptions, deadline:
                      + (f": the training thread is at {where}" if where else ""))
     run.command("pause")
     grace = max(PAUSE_GRACE, 2 * _typical_step(session, between or first_gap))  # the pause waits for the step to end
-    if not wait_until(session, lambda: session.state in STOPPED or session.ended, grace):
+    if not wait_until(session, lambda: stopped(session), grace):
         _report_stall(run, session, grace, pausing=True)
 
 
@@ -165,7 +170,7 @@ class Runs:
         self.scratch = tempfile.mkdtemp(prefix="tuidebug-rerun-")  # where second runs write (agent/sandbox.py)
 
     def probe(self, name: str, timeout: float) -> ProbeResult:
-        if self.session.ended or self.session.state in STOPPED:
+        if stopped(self.session):
             result = run_probe(self.first, self.session, name, timeout)
         else:  # stuck where no pause can reach it: a probe would only wait for its timeout
             result = ProbeResult(run_id=0, probe=name, status="inconclusive",
@@ -206,7 +211,7 @@ class Runs:
                        capture_output=True)
         run.start()
         self.rerun, self.rerun_session = run, session
-        if not wait_until(session, lambda: session.state in STOPPED or session.ended, self.deadline.left()) \
+        if not wait_until(session, lambda: stopped(session), self.deadline.left()) \
                 or session.state != "paused":
             self.rerun_failed = f"a second run did not pause at step {at} (state {session.state})"
             run.close()

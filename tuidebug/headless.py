@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from tuidebug.format import bytes_text, number, seconds_text
 from tuidebug.launcher import ChildRun, Target, exit_status
 from tuidebug.protocol import Event, Step
-from tuidebug.session import Session
+from tuidebug.session import Session, shown_grad_norm
 
 PREFIX = "[tuidebug]"
 SUMMARISED_EVENTS = {"exit"}  # the summary line gives the exit code
@@ -32,9 +32,16 @@ class HeadlessPrinter:
 
     def _on_change(self, kind: str, payload: Any) -> None:
         if kind == "step" and payload.step % self.every == 0:
-            self._print(step_line(self.session, payload))
+            self._print(self._rank(0) + step_line(self.session, payload))
+        elif kind == "rank_step" and payload[1].step % self.every == 0:
+            rank, step = payload
+            self._print(self._rank(rank) + step_line(self.session, step, with_run_figures=False))
         elif kind == "event" and payload.kind not in SUMMARISED_EVENTS:
             self._print(event_line(payload))
+
+    def _rank(self, rank: int) -> str:
+        """``rank 1  `` in a multi-process job, so that each rank's lines can be told apart."""
+        return f"rank {rank}  " if self.session.world_size > 1 else ""
 
     def summary(self) -> None:
         s = self.session
@@ -51,20 +58,25 @@ class HeadlessPrinter:
         print(f"{PREFIX} {text}", file=self.stream, flush=True)
 
 
-def step_line(session: Session, step: Step) -> str:
+def step_line(session: Session, step: Step, with_run_figures: bool = True) -> str:
+    """One step's figures; ``with_run_figures``: also the throughput and memory the session holds
+    (rank 0's, in a multi-process job)."""
     parts = [f"step {step.step}"]
     if step.epoch is not None:
         parts.append(f"epoch {step.epoch}")
     parts.append(f"loss {number(step.loss)}")
-    parts.append(f"grad {number(step.grad_norm)}")
+    parts.append(f"grad {number(shown_grad_norm(step))}")
+    if step.clip_at is not None:
+        parts.append(f"(clip at {number(step.clip_at)})")
     if step.lrs:
         parts.append(f"lr {step.lrs[0]:.3g}")
     if step.step_seconds is not None:
         parts.append(f"{step.step_seconds * 1000:.1f} ms/step")
-    rate = session.samples_per_second()
+    rate = session.samples_per_second() if with_run_figures else None
     if rate is not None:
         parts.append(f"{rate:,.0f} samples/s")
-    parts.append(memory_text(session))
+    if with_run_figures:
+        parts.append(memory_text(session))
     if step.skipped:
         parts.append("(AMP skipped)")
     return "  ".join(parts)

@@ -39,6 +39,9 @@ class Target:
     name: str
     args: list[str] = field(default_factory=list)
     module: bool = False
+    # torchrun's options (--nproc-per-node 2 ...): the job is started by torch.distributed.run, with
+    # the agent in every worker; empty for a single process.
+    launch: list[str] = field(default_factory=list)
 
     def check(self) -> None:
         """Raise TargetError for a script that python could not even start."""
@@ -59,7 +62,7 @@ class Target:
 
     @property
     def display(self) -> str:
-        return " ".join((["-m"] if self.module else []) + [self.name, *self.args])
+        return " ".join([*self.launch] + (["-m"] if self.module else []) + [self.name, *self.args])
 
 
 class ChildRun:
@@ -86,7 +89,7 @@ class ChildRun:
         if self.capture_output:
             env["PYTHONUNBUFFERED"] = "1"
         self.process = subprocess.Popen(
-            [sys.executable, "-c", BOOTSTRAP], env=env, start_new_session=True,
+            self._command(), env=env, start_new_session=True,
             stdin=subprocess.DEVNULL if self.capture_output else None,
             stdout=pipe, stderr=subprocess.STDOUT if self.capture_output else None,
         )
@@ -95,8 +98,17 @@ class ChildRun:
             self._spawn(self._read_output, self.process.stdout)
         self._spawn(self._watch)
 
+    def _command(self) -> list[str]:
+        if not self.target.launch:
+            return [sys.executable, "-c", BOOTSTRAP]
+        return [sys.executable, "-m", "torch.distributed.run", *self.target.launch, "-m", "tuidebug.agent"]
+
     def command(self, command: str, /, **args: Any) -> bool:
-        """Send ``command`` with keyword arguments to the agent; False when it is not connected."""
+        """Send ``command`` with keyword arguments to the agent (every rank's); False when it is not
+        connected. In a multi-process job a pause is collective: every rank stops after the same step,
+        so that none waits in a collective for one that stopped earlier."""
+        if command == "pause" and self.session.world_size > 1:
+            command, args = "break_at", {"step": self.session.collective_stop_step()}
         return self.server.send(Command(name=command, args=args))
 
     @property
@@ -123,8 +135,9 @@ class ChildRun:
         if not self.running:
             return None
         before = os.path.getsize(path) if os.path.exists(path) else 0
+        hello = self.session.hello  # the training process (rank 0's worker under torchrun, not torchrun)
         try:
-            os.kill(self.process.pid, signal.SIGUSR1)
+            os.kill(hello.pid if hello is not None else self.process.pid, signal.SIGUSR1)
         except (ProcessLookupError, PermissionError):
             return None
         deadline = time.monotonic() + wait

@@ -46,6 +46,8 @@ class Hello(Message):
     argv: list[str]
     python: str
     torch_version: str
+    rank: int = 0  # in a torchrun job, the worker's RANK and WORLD_SIZE; one process is rank 0 of 1
+    world_size: int = 1
 
 
 @dataclass
@@ -79,6 +81,10 @@ class Step(Message):
     loss: float | None = None
     backward_calls: int = 0
     grad_norm: float | None = None
+    # The script clipped its gradients (clip_grad_norm_): the norm it returned, before clipping (what
+    # the user means by "the gradient norm"; grad_norm is the one the optimizer applied), and the threshold.
+    norm_before_clip: float | None = None
+    clip_at: float | None = None
     lrs: list[float] = field(default_factory=list)
     step_seconds: float | None = None
     batch_size: int | None = None

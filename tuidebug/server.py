@@ -2,7 +2,8 @@
 
 The socket lives in a fresh 0700 directory. A connection must send a ``Hello`` with the protocol
 version and the session token within a few seconds; anything else is rejected, the reason logged
-in the session, and the connection closed. One agent per session.
+in the session, and the connection closed. One agent per rank: a single process is rank 0; every
+worker of a torchrun job connects with its own rank, and commands go to all of them.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class AgentServer:
             raise SocketFolderError(f"cannot make the private socket in {self._dir}: {exc.strerror or exc}") from None
         os.chmod(self.address, 0o600)
         self._listener.listen(4)
-        self._agent: socket.socket | None = None
+        self._agents: dict[int, socket.socket] = {}  # by rank
         self._send_lock = threading.Lock()
         self._closed = False
         self._readers: list[threading.Thread] = []
@@ -58,19 +59,19 @@ class AgentServer:
 
     @property
     def connected(self) -> bool:
-        return self._agent is not None
+        return bool(self._agents)
 
     def send(self, command: Command) -> bool:
-        """Send a command to the agent; False when no agent is connected."""
-        agent = self._agent
-        if agent is None:
-            return False
-        try:
-            with self._send_lock:
-                agent.sendall(protocol.encode(command))
-        except OSError:
-            return False
-        return True
+        """Send a command to every connected agent (every rank); False when none got it."""
+        frame, sent = protocol.encode(command), False
+        for agent in list(self._agents.values()):
+            try:
+                with self._send_lock:
+                    agent.sendall(frame)
+                sent = True
+            except OSError:
+                pass
+        return sent
 
     def join(self, timeout: float = 5.0) -> None:
         """Wait for the readers to take in everything the agent sent before it closed."""
@@ -79,7 +80,7 @@ class AgentServer:
 
     def close(self) -> None:
         self._closed = True
-        for sock in (self._agent, self._listener):
+        for sock in (*self._agents.values(), self._listener):
             if sock is not None:
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
@@ -99,12 +100,13 @@ class AgentServer:
             reader.start()
 
     def _serve(self, conn: socket.socket) -> None:
-        decoder, pending = protocol.FrameDecoder(), []
+        decoder, pending, rank = protocol.FrameDecoder(), [], None
         try:
-            if not self._handshake(conn, decoder, pending):
+            rank = self._handshake(conn, decoder, pending)
+            if rank is None:
                 return
             while (message := protocol.read_message(conn, decoder, pending)) is not None:
-                self.session.ingest(message)
+                self.session.ingest_from(rank, message)
         except protocol.ProtocolError as exc:
             self.session.note("error", f"closed the agent connection: {exc}")
         except OSError:
@@ -112,12 +114,13 @@ class AgentServer:
         except Exception as exc:  # a frame the decoder or the session could not take: log it, never a traceback
             self.session.note("error", f"closed the agent connection: {type(exc).__name__}: {exc}")
         finally:
-            if self._agent is conn:
-                self._agent = None
-                self.session.agent_disconnected()
+            if rank is not None and self._agents.get(rank) is conn:
+                del self._agents[rank]
+                self.session.agent_disconnected(rank)
             conn.close()
 
-    def _handshake(self, conn: socket.socket, decoder: protocol.FrameDecoder, pending: list) -> bool:
+    def _handshake(self, conn: socket.socket, decoder: protocol.FrameDecoder, pending: list) -> int | None:
+        """The agent's rank once its hello is accepted; None when it was rejected."""
         conn.settimeout(HANDSHAKE_SECONDS)
         expired = threading.Event()
         deadline = threading.Timer(HANDSHAKE_SECONDS, _cut, (conn, expired))
@@ -136,15 +139,15 @@ class AgentServer:
             return self._reject(conn, f"protocol version {hello.version}, expected {protocol.PROTOCOL_VERSION}")
         if not secrets.compare_digest(hello.token.encode(), self.token.encode()):  # str must be ASCII
             return self._reject(conn, "wrong token")
-        if self._agent is not None:
-            return self._reject(conn, "an agent is already connected")
+        if hello.rank in self._agents:
+            return self._reject(conn, "an agent is already connected" + (f" for rank {hello.rank}" if hello.rank else ""))
         conn.settimeout(None)
         conn.sendall(protocol.encode(Welcome()))
-        self._agent = conn
-        self.session.ingest(hello)
-        return True
+        self._agents[hello.rank] = conn
+        self.session.ingest_from(hello.rank, hello)
+        return hello.rank
 
-    def _reject(self, conn: socket.socket, reason: str) -> bool:
+    def _reject(self, conn: socket.socket, reason: str) -> None:
         self._rejected += 1
         count = self._rejected
         if count <= LOGGED_REJECTIONS:
@@ -155,7 +158,7 @@ class AgentServer:
             conn.sendall(protocol.encode(Reject(reason=reason)))
         except OSError:
             pass
-        return False
+        return None
 
 
 def _cut(conn: socket.socket, expired: threading.Event) -> None:

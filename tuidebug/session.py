@@ -13,7 +13,8 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
 from tuidebug.tree import Walk
@@ -81,6 +82,36 @@ class Counters:
     skipped_steps: int = 0
     dropped: int = 0
     first_nonfinite_step: int | None = None
+    first_nonfinite_rank: int | None = None  # in a multi-process job, the rank that went wrong first
+
+
+@dataclass
+class RankView:
+    """One worker of a torchrun job, as its own agent reports it (a single process is rank 0)."""
+
+    rank: int
+    pid: int
+    state: str = "running"
+    step: int = 0
+    loss: Series = field(default_factory=Series)
+    grad_norm: Series = field(default_factory=Series)
+    step_seconds: Series = field(default_factory=Series)
+    rss: int | None = None
+    connected: bool = True
+    ended: bool = False  # its script reported its end
+
+    def observe(self, message: Message) -> None:
+        if isinstance(message, Step):
+            self.step = message.step
+            self.loss.add(message.step, message.loss)
+            self.grad_norm.add(message.step, shown_grad_norm(message))
+            self.step_seconds.add(message.step, message.step_seconds)
+        elif isinstance(message, State):
+            self.state = message.state
+        elif isinstance(message, Memory):
+            self.rss = message.rss
+        elif isinstance(message, Event) and message.kind == "script_end":
+            self.ended = True
 
 
 Listener = Callable[[str, Any], None]
@@ -98,6 +129,9 @@ class Session:
         self.where = ""
         self.hello: Hello | None = None
         self.pid: int | None = None
+        self.world_size = 1
+        self.ranks: dict[int, RankView] = {}
+        self._rank_from_loss = False  # the first non-finite rank was named by its loss, not a gradient
         self.connected = False
         self.device: Device | None = None
         self.started = time.monotonic()
@@ -108,7 +142,8 @@ class Session:
         self.last_step: Step | None = None
         self.memory: Memory | None = None
         self.loss = Series()
-        self.grad_norm = Series()
+        self.grad_norm = Series()  # before the script's clipping, where it clips (shown_grad_norm)
+        self.clip_at: float | None = None  # the script's clip_grad_norm_ threshold, once seen
         self.step_seconds = Series()
         self.lr = Series()
         self.rss = Series()
@@ -144,6 +179,48 @@ class Session:
         for event in derived:
             self._notify(event.TYPE, event)
 
+    def ingest_from(self, rank: int, message: Message) -> None:
+        """A message from the agent of ``rank``: rank 0 is the run the screens show; the other ranks'
+        figures are kept per rank, their non-finite values counted, their events logged with their rank."""
+        with self.lock:
+            if isinstance(message, Hello) and message.world_size > 1:  # one process: no per-rank copies
+                self.ranks[rank] = RankView(rank, message.pid)
+                self.world_size = max(self.world_size, message.world_size)
+            if rank in self.ranks:
+                self.ranks[rank].observe(message)
+        if rank == 0:
+            self.ingest(message)
+        elif isinstance(message, Step):
+            self._other_rank_step(rank, message)
+        elif isinstance(message, Event):
+            self.ingest(dataclasses.replace(message, message=f"rank {rank}: {message.message}"))
+        elif isinstance(message, (ProbeResult, ProbeProgress, BatchReport)):  # a held rank answers a command
+            self.ingest(message)
+
+    def _other_rank_step(self, rank: int, step: Step) -> None:
+        with self.lock:
+            self._check_finite(step, rank)
+            self.counters.dropped += step.dropped
+            self.version += 1
+            derived, self._derived = self._derived, []
+        self._notify("rank_step", (rank, step))
+        for event in derived:
+            self._notify(event.TYPE, event)
+
+    def any_rank_held(self) -> bool:
+        """In a multi-process job, a rank that holds (paused at a break, in post-mortem) stops every
+        other at its next collective: the job is stopped although rank 0 still reads as running."""
+        with self.lock:
+            return any(view.state in ("paused", "probing", "ended") for view in self.ranks.values())
+
+    def collective_stop_step(self, reach_seconds: float = 0.5) -> int:
+        """A step every rank can still stop after: the furthest one reported, plus the steps a rank may
+        make before the command reaches it (its reports trail by up to a flush, and it runs on meanwhile)."""
+        with self.lock:
+            furthest = max((view.step for view in self.ranks.values()), default=self.step)
+        rate = self.steps_per_second() or 0.0
+        return furthest + max(2, math.ceil(rate * reach_seconds))
+
     def add_output(self, line: str) -> None:
         with self.lock:
             self.output.append(line)
@@ -154,13 +231,17 @@ class Session:
         """An event that the TUI side saw itself (a rejected connection, the child's exit)."""
         self.ingest(Event(kind=kind, message=message, time=time.time(), step=self.step, details=details or []))
 
-    def agent_disconnected(self) -> None:
+    def agent_disconnected(self, rank: int = 0) -> None:
         """The connection closed: expected after the script ended, news if it was still running."""
         with self.lock:
-            self.connected = False
-            expected = any(e.kind == "script_end" for e in self.events)
+            view = self.ranks.get(rank)
+            if view is not None:
+                view.connected = False
+            self.connected = any(v.connected for v in self.ranks.values())
+            expected = view.ended if view is not None else any(e.kind == "script_end" for e in self.events)
         if not expected:
-            self.note("disconnected", "lost the connection to the agent before the script ended")
+            whose = f" of rank {rank}" if self.world_size > 1 else ""
+            self.note("disconnected", f"lost the connection to the agent{whose} before the script ended")
 
     def child_exited(self, returncode: int) -> None:
         with self.lock:
@@ -212,7 +293,8 @@ class Session:
         if step.epoch is not None:
             self.epoch = step.epoch
         self.loss.add(step.step, step.loss)
-        self.grad_norm.add(step.step, step.grad_norm)
+        self.grad_norm.add(step.step, shown_grad_norm(step))
+        self.clip_at = step.clip_at if step.clip_at is not None else self.clip_at
         self.step_seconds.add(step.step, step.step_seconds)
         self.lr.add(step.step, step.lrs[0] if step.lrs else None)
         if step.layer_norms:
@@ -221,7 +303,7 @@ class Session:
         self.counters.skipped_steps += step.skipped
         self._check_finite(step)
 
-    def _check_finite(self, step: Step) -> None:
+    def _check_finite(self, step: Step, rank: int = 0) -> None:
         for kind, value in (("nonfinite_loss", step.loss), ("nonfinite_grad", step.grad_norm)):
             if value is None or math.isfinite(value) or (kind == "nonfinite_grad" and step.skipped):
                 continue
@@ -229,12 +311,24 @@ class Session:
             setattr(self.counters, kind, count)
             if self.counters.first_nonfinite_step is None:
                 self.counters.first_nonfinite_step = step.step
+            self._attribute_rank(kind, step.step, rank)
             if count == 1 and not any(e.kind == kind for e in self.events):
                 what = "loss" if kind == "nonfinite_loss" else "gradient norm"
-                event = Event(kind=kind, message=f"{what} is {value}",
+                whose = f"rank {rank}: " if self.world_size > 1 else ""
+                event = Event(kind=kind, message=f"{whose}{what} is {value}",
                               time=time.time(), step=step.step)
                 self.events.append(event)
                 self._derived.append(event)
+
+    def _attribute_rank(self, kind: str, step: int, rank: int) -> None:
+        """The rank that went wrong first. DDP averages the gradients of every rank, so one rank's
+        non-finite loss turns every rank's gradients non-finite in the same step: a non-finite loss
+        names the rank, before a gradient reported a moment earlier from another one."""
+        counters = self.counters
+        if self.world_size < 2 or (counters.first_nonfinite_rank is not None and (
+                self._rank_from_loss or kind != "nonfinite_loss" or step > counters.first_nonfinite_step)):
+            return
+        counters.first_nonfinite_rank, self._rank_from_loss = rank, kind == "nonfinite_loss"
 
     def _on_memory(self, memory: Memory) -> None:
         self.memory = memory
@@ -273,6 +367,12 @@ class Session:
     def _notify(self, kind: str, payload: Any) -> None:
         for listener in self._listeners:
             listener(kind, payload)
+
+
+def shown_grad_norm(step: Step) -> float | None:
+    """The gradient norm a user means: before the script's own clipping, where it clips (after it,
+    the norm is at most the threshold and a clipped run's chart is a flat line at it)."""
+    return step.norm_before_clip if step.norm_before_clip is not None else step.grad_norm
 
 
 def describe_exit(returncode: int) -> str:

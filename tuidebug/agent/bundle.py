@@ -1,6 +1,7 @@
 """Reproduction bundles: the failing case on disk, and the state to replay it from.
 
-A bundle is a folder: ``bundle.json`` (what failed, how to tell, the script), ``state.pt`` (the
+A bundle is a folder: ``bundle.json`` (what failed, how to tell, the script; ``not_kept`` says when
+older batches were let go for their byte budget, agent/kept_batches.py), ``state.pt`` (the
 model's state and the optimizer's per-parameter state at the replay's start, plain tensors),
 ``batches.pt`` (the batches to replay, in dicts, lists and tuples of tensors) and ``replay.py``, a
 small script that re-runs the case. Both ``.pt`` files load with ``torch.load(weights_only=True)``:
@@ -66,6 +67,7 @@ def save_bundle(agent: Agent, folder: str, meta: dict[str, Any]) -> str:
     saved = [plain(b) for b in batches]
     positions = [state["last_epoch"] for _, state in start.stateful if "last_epoch" in state]
     meta = {**meta, "format": FORMAT, "steps": steps, "batches": len(batches), "scheduler_steps": positions,
+            "not_kept": agent.failure.not_kept if agent.failure else "",
             "script": os.path.abspath(sys.argv[0]), "args": sys.argv[1:], "torch": torch.__version__}
     path = Path(folder)
     created = not path.exists()

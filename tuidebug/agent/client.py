@@ -70,7 +70,7 @@ class AgentClient:
     def connect(self, argv: list[str], torch_version: str, resolve: Callable[[Any], Step]) -> None:
         self._resolve = resolve
         self._hello = dict(pid=os.getpid(), argv=argv, python=".".join(map(str, sys.version_info[:3])),
-                           torch_version=torch_version)
+                           torch_version=torch_version, rank=_env_int("RANK", 0), world_size=_env_int("WORLD_SIZE", 1))
         self._sock = self._handshake(self._address, self._token)
         self.connected = True
         os.register_at_fork(after_in_child=self._forget_in_child)
@@ -276,6 +276,14 @@ class AgentClient:
             _remove_private_folder(self._address)
         if self.on_disconnect is not None:
             self.on_disconnect()
+
+
+def _env_int(name: str, default: int) -> int:
+    """torchrun's RANK and WORLD_SIZE, as every worker has them before it starts."""
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
 
 
 def _remove_private_folder(address: str) -> None:

@@ -8,6 +8,7 @@ TUI goes away, so a lost TUI never leaves training hung.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ class Control:
         self.pause_requested = False
         self.step_once = False
         self.holding: str | None = None  # the state of the hold the training thread is in
+        self.held_seconds = 0.0  # spent in holds (pauses, probes): not part of any step's duration
         self._pending_probe: dict[str, Any] | None = None
         self._leave = False
         self.handlers: dict[str, Handler] = {
@@ -80,6 +82,7 @@ class Control:
         if client is None or not client.connected:
             return
         outer, self.holding, self._leave = self.holding, state, False
+        started = time.perf_counter()
         self.agent.send(State(state=state, step=self.agent.step, reason=reason, where=where))
         if self._pending_probe is not None:
             pending, self._pending_probe = self._pending_probe, None
@@ -89,6 +92,8 @@ class Control:
             if command is not None:
                 self._run(command)
         self.holding, self._leave = outer, False
+        if outer is None:  # a nested hold's time is in the outer one's
+            self.held_seconds += time.perf_counter() - started
         if state == "paused":
             self.agent.send(State(state="running", step=self.agent.step))
 

@@ -29,6 +29,7 @@ from tuidebug.agent.crash import FailedLoss, FailedModule
 from tuidebug.agent.control import Control
 from tuidebug.agent.facts import Facts, SchedulerCalls, sampled
 from tuidebug.agent.gradients import parameters_with_grad, per_parameter_norms, total_norm_now, total_of
+from tuidebug.agent.kept_batches import KeptBatches
 from tuidebug.agent.memory import process_memory
 from tuidebug.agent.probing import MODEL_CALL, ProbeRuntime, StepInputs
 from tuidebug.agent.snapshot import Snapshot
@@ -41,7 +42,6 @@ MAX_LOSSES_PER_STEP = 256
 HISTORY_STEPS = 2048
 MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss the climb to it
 CHECKPOINT_BUDGET = 0.005  # of the step time; the interval stays within [every, 8 * every] steps
-BATCH_BYTES = 256 * 2**20  # the recent batches kept for replays hold at most this much (at least 2 of them)
 LOADER_RECENT = 2  # a loop fed its latest batch from a DataLoader this few steps ago: it uses one
 MANUAL_PROBES = 32  # backward passes watched for parameters changing without an optimizer
 
@@ -60,6 +60,7 @@ class AgentConfig:
     # The recent batches (and model inputs) kept by reference for replays: enough to replay every
     # step since the rolling checkpoint, which is taken every ``checkpoint_every`` steps when cheap.
     keep_batches: int = 16
+    batch_bytes: int | None = None  # their byte budget; None: a share of the memory they live in (kept_batches)
     checkpoint_every: int = 8
     checkpoint_max_params: int = 50_000_000
     memory_every: int = 5  # steps between memory readings at the step boundary (for the leak check)
@@ -81,7 +82,6 @@ class Captured:
     batch: Any
     size: int | None
     source: int
-    bytes: int = 0
 
 
 @dataclass
@@ -124,6 +124,7 @@ class Failure:
     recent: list[Captured]
     inputs: list[StepInputs] = field(default_factory=list)
     trials: dict[tuple, Any] = field(default_factory=dict)  # replays already run, shared by the probes
+    not_kept: str = ""  # why older batches were not kept (their byte budget), for the bundle
 
 
 @dataclass
@@ -143,6 +144,8 @@ class PendingStep:
     layer_names: list[str] | None = None
     layer_norms: list[torch.Tensor] | None = None
     backward_calls: int = 0
+    clipped: list[torch.Tensor] = field(default_factory=list)  # what clip_grad_norm_ returned this step
+    clip_at: float | None = None
     ready: Any = None  # a CUDA event when any tensor lives on a GPU
 
 
@@ -161,8 +164,8 @@ class Agent:
         self.facts = Facts()
         self.crash: Any = None  # the analysed exception of the script (``crash.Crash``), set post-mortem
         self.optimizers: list[torch.optim.Optimizer] = []
-        self.batches: collections.deque[Captured] = collections.deque(maxlen=config.keep_batches)
-        self.step_inputs: collections.deque[StepInputs] = collections.deque(maxlen=config.keep_batches)
+        self.batches: KeptBatches[Captured] = KeptBatches(config.keep_batches, config.batch_bytes)
+        self.step_inputs: KeptBatches[StepInputs] = KeptBatches(config.keep_batches, config.batch_bytes)
         self.history: collections.deque[Step] = collections.deque(maxlen=HISTORY_STEPS)
         self.loaders: dict[int, weakref.ref] = {}
         self.failure: Failure | None = None
@@ -182,6 +185,8 @@ class Agent:
         self._backward_at_step: dict[int, int] = {}  # id(optimizer) -> backward passes so far at its latest step
         self._norms: list[torch.Tensor] = []
         self._layer: tuple[list[str], list[torch.Tensor]] | None = None
+        self._clipped: list[torch.Tensor] = []
+        self._clip_at: float | None = None
         self._stepped = False
         self._last_step_end: float | None = None  # the first step has no duration of its own
         self._batch_size: int | None = None
@@ -345,7 +350,7 @@ class Agent:
         if not self.loop_uses_loader():
             self._loss_targets = []
             self.step_inputs.append(StepInputs(self.step + 1, args, kwargs, self._loss_targets,
-                                               self.observed.input_size))
+                                               self.observed.input_size), (args, kwargs))
         return None
 
     def on_model_output(self, output: Any) -> None:
@@ -498,10 +503,7 @@ class Agent:
     def _capture(self, batch: Any, epoch: int | None, source: int) -> Any:
         self._batch_size = batch_size_of(batch)
         self._epoch = epoch
-        size = sum(t.numel() * t.element_size() for _, t in tensors_in(batch))
-        self.batches.append(Captured(self.step + 1, batch, self._batch_size, source, size))
-        while len(self.batches) > 2 and sum(c.bytes for c in self.batches) > BATCH_BYTES:
-            self.batches.popleft()
+        self.batches.append(Captured(self.step + 1, batch, self._batch_size, source), batch)
         return batch
 
     def resolve(self, record: PendingStep) -> Step:
@@ -535,7 +537,8 @@ class Agent:
 
     def remember_failure(self, reason: str) -> None:
         if self.failure is None:
-            self.failure = Failure(self.step + 1, reason, list(self.batches), list(self.step_inputs))
+            self.failure = Failure(self.step + 1, reason, list(self.batches), list(self.step_inputs),
+                                   not_kept=self.batches.not_kept)
 
     def take_snapshot(self) -> Snapshot:
         return Snapshot.take(self.observed.models, self.optimizers, self.observed.stateful_objects())
@@ -766,19 +769,27 @@ class Agent:
         if self.manual_updates and self._losses:
             self._finish_step(skipped=False)
 
+    def on_clip(self, total_norm: Any, max_norm: Any) -> None:
+        """The script's clip_grad_norm_ returned the norm before clipping: shown as the gradient norm."""
+        if self.probes.replaying or not isinstance(total_norm, torch.Tensor):
+            return
+        self._clipped.append(total_norm.detach())
+        self._clip_at = float(max_norm)
+
     # --- steps ----------------------------------------------------------------------------
 
     def _finish_step(self, skipped: bool) -> None:
         self.step += 1
-        now = time.perf_counter()
+        now = time.perf_counter() - self.control.held_seconds  # the run's own time: pauses and probes left out
         record = PendingStep(
             step=self.step, time=time.time(), losses=self._losses, norms=self._norms,
             lrs=self._learning_rates(),
             step_seconds=None if self._last_step_end is None else now - self._last_step_end,
             batch_size=self._batch_size, epoch=self._epoch,
             cuda_allocated=torch.cuda.memory_allocated() if torch.cuda.is_initialized() else None,
-            skipped=skipped, backward_calls=self._backward_calls,
+            skipped=skipped, backward_calls=self._backward_calls, clipped=self._clipped, clip_at=self._clip_at,
         )
+        self._clipped, self._clip_at = [], None
         if self._layer is not None:
             record.layer_names, record.layer_norms = self._layer
         if torch.cuda.is_initialized() and any(t.is_cuda for t in record.losses + record.norms):
@@ -867,7 +878,8 @@ def to_step(record: PendingStep) -> Step:
         grad_norm=total_of(norms) if norms else None,
         lrs=[float(lr) for lr in record.lrs if lr is not None],
         step_seconds=record.step_seconds, batch_size=record.batch_size, epoch=record.epoch,
-        cuda_allocated=record.cuda_allocated, skipped=record.skipped,
+        cuda_allocated=record.cuda_allocated, skipped=record.skipped, clip_at=record.clip_at,
+        norm_before_clip=total_of([float(t) for t in record.clipped]) if record.clipped else None,
     )
     if record.layer_norms is not None:
         step.layer_norms = dict(zip(record.layer_names, (float(t) for t in record.layer_norms)))

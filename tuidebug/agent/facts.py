@@ -183,6 +183,8 @@ class Facts:
     container_counts: dict = field(default_factory=dict)  # path -> (owner class, tensors held at each pass)
     growing_container: str | None = None
     call_sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=64))  # (elements, batch)
+    usual_call: tuple[int, int] | None = None  # the median of call_sizes, refreshed every USUAL_CALLS calls
+    calls_seen: int = 0
     large_call: tuple | None = None  # (elements, usual, shapes, site) of the latest call, if far above
     address_space: int | None = None  # the process's address space at the latest step boundary (or first forward)
     source_files: set[str] = field(default_factory=set)  # the user's files the sites above are in
@@ -428,13 +430,16 @@ class Facts:
         check; a larger batch is the batch check's."""
         size = sum(t.numel() for t in tensors)
         batch = tensors[0].shape[0] if tensors and tensors[0].dim() else 1
-        usual = sorted(self.call_sizes)[len(self.call_sizes) // 2] if len(self.call_sizes) >= USUAL_CALLS else None
+        usual = self.usual_call
         if usual and size >= LARGE_CALL * usual[0] and batch < LARGE_CALL * usual[1]:
             where = site()
             self.large_call = (size, usual[0], [tuple(t.shape) for t in tensors], str(where) if where else "?")
-        else:
-            self.call_sizes.append((size, batch))
-            self.large_call = None
+            return
+        self.call_sizes.append((size, batch))
+        self.large_call = None
+        self.calls_seen += 1
+        if self.calls_seen % USUAL_CALLS == 0:  # not a sort per model call on the hot path: the median moves slowly
+            self.usual_call = sorted(self.call_sizes)[len(self.call_sizes) // 2]
 
     def check_gradients(self, step: int, model: torch.nn.Module) -> None:
         no_grad, zero = [], []

@@ -37,6 +37,7 @@ def install(agent: Agent) -> list[Callable[[], None]]:
         _install_state_hooks(agent),
         _install_warning_hook(agent),
         _install_loss_hooks(agent),
+        _install_clip_hook(agent),
     ]
 
 
@@ -325,6 +326,23 @@ def _install_loss_hooks(agent: Agent) -> Callable[[], None]:
 
     undos = [_replace(F, name, wrap_loss) for name in LOSS_FUNCTIONS if hasattr(F, name)]
     return _undo_all(*undos, _replace(F, "one_hot", wrap_one_hot))
+
+
+def _install_clip_hook(agent: Agent) -> Callable[[], None]:
+    """``clip_grad_norm_`` returns the gradient norm before it clipped: the figure a user watches (the
+    optimizer's hook only ever sees the clipped one, at most the threshold). Lightning and accelerate
+    clip through it too."""
+
+    def wrap(original: Callable) -> Callable:
+        def clip_grad_norm_(parameters: Any, max_norm: Any, *args: Any, **kwargs: Any) -> Any:
+            total = original(parameters, max_norm, *args, **kwargs)
+            if agent.active():
+                agent.on_clip(total, max_norm)
+            return total
+        return clip_grad_norm_
+
+    return _undo_all(_replace(torch.nn.utils, "clip_grad_norm_", wrap),
+                     _replace(torch.nn.utils.clip_grad, "clip_grad_norm_", wrap))
 
 
 def _replace(owner: Any, name: str, wrap: Callable[[Callable], Callable]) -> Callable[[], None]:

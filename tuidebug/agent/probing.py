@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import threading
 import time
 import traceback
@@ -72,6 +73,7 @@ class ProbeRuntime:
         self._mode: Any = None
         self._done = threading.Event()
         self._loop_gone = False
+        self._handed_at = 0.0  # when the loop got the probe's inputs: the borrowed iteration's time is not the run's
 
     # --- training thread ---------------------------------------------------------------------
 
@@ -83,6 +85,12 @@ class ProbeRuntime:
         probe = PROBES.get(name)
         if probe is None:
             self.agent.event("error", f"unknown probe {name!r}")
+            return
+        if multi_process():
+            self.agent.send(ProbeResult(run_id=next(_run_ids), probe=name, status="inconclusive", summary=(
+                "not run in a multi-process job: a replay on one rank would wait forever in DDP's collectives "
+                "for the others; re-run the failing case as one process (without torchrun) to check it"),
+                method="none: multi-process job"))
             return
         self.cancel.clear()
         self.snapshot = self.agent.take_snapshot()
@@ -128,6 +136,7 @@ class ProbeRuntime:
         """At the hand-off point while replaying: the inputs the user's loop gets next."""
         if not self._started:
             return self.begin(fetch())
+        self.agent.control.held_seconds += time.perf_counter() - self._handed_at  # a borrowed iteration
         self._end_mode()
         self._done.set()  # the iteration on the probe's inputs is complete: its losses are in
         self.agent.control.hold(f"probe {self.active.probe} running", "batch", state="probing")
@@ -159,6 +168,7 @@ class ProbeRuntime:
             self._mode.__enter__()
         self._target_index = 0
         self._stepped = False
+        self._handed_at = time.perf_counter()
         return self._replay_input
 
     def schedule_frozen(self) -> bool:
@@ -299,6 +309,14 @@ class ProbeRuntime:
         if trainer is not None and hasattr(trainer, "close"):
             trainer.close()
         self.agent.client.post_local(Command(name="_probe_done"))
+
+
+def multi_process() -> bool:
+    """A worker of a torchrun job with other ranks (torchrun sets WORLD_SIZE before the worker starts)."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    except ValueError:
+        return False
 
 
 @dataclass

@@ -1,0 +1,77 @@
+"""A torchrun job under tuidebug: two CPU workers (gloo), each with the agent, one screen for both.
+
+Real processes all the way: tuidebug starts torch.distributed.run, which starts the workers."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import SCRIPTS, tuidebug_command, wait_for
+from tuidebug.launcher import ChildRun, Target
+from tuidebug.session import Session
+
+DDP = SCRIPTS / "ddp_steps.py"
+TWO = ["--nproc-per-node", "2"]
+
+
+def headless(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*tuidebug_command(), "--headless", "--print-every", "5", *TWO, str(DDP), *args],
+                          capture_output=True, text=True, timeout=180)
+
+
+def test_both_ranks_report_their_figures(record_property) -> None:
+    result = headless("--steps", "20")
+
+    assert result.returncode == 0, result.stderr[-2000:]
+    for rank in (0, 1):
+        assert re.search(rf"\[tuidebug\] rank {rank}  step 20  .*loss \S+  grad \S+", result.stderr), result.stderr
+        assert f"rank {rank} step 20 loss" in result.stdout
+
+
+def test_pause_is_collective_and_resume_lets_every_rank_go_on() -> None:
+    session = Session(str(DDP), [])
+    run = ChildRun(Target(str(DDP), ["--steps", "100", "--sleep", "0.02"], launch=TWO), session, {},
+                   capture_output=True)
+    run.start()
+    try:
+        wait_for(lambda: len(session.ranks) == 2 and min(v.step for v in session.ranks.values()) >= 5, 90,
+                 "both ranks to step")
+        assert run.command("pause")
+        wait_for(lambda: all(v.state == "paused" for v in session.ranks.values()), 30, "both ranks to pause")
+        steps = {rank: view.step for rank, view in session.ranks.items()}
+        assert steps[0] == steps[1]  # the same step boundary on every rank
+
+        assert run.command("resume")
+        wait_for(lambda: all(v.ended for v in session.ranks.values()), 120, "both ranks to finish")
+        assert all(view.step == 100 for view in session.ranks.values())
+    finally:
+        run.close()
+
+
+@pytest.mark.fault("a NaN on one rank of a torchrun job (rank 1 only)",
+                   "`diagnose`: class nan, the rank named, probes refused with the reason, exit 1")
+def test_a_nan_on_rank_1_is_attributed_to_rank_1(tmp_path: Path, record_property) -> None:
+    out = tmp_path / "report.json"
+    result = subprocess.run([*tuidebug_command(), "diagnose", *TWO, "--json", str(out), str(DDP), "--nan-rank", "1",
+                             "--nan-at", "10"], capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    report = json.loads(out.read_text())
+
+    assert result.returncode == 1 and report["failure_class"] == "nan", report["summary"]
+    assert "rank 1: non-finite loss" in report["summary"]
+    assert all("multi-process job" in c["summary"] for c in report["checks"] if c["status"] == "inconclusive")
+    record_property("observed", f"nan, exit 1: {report['summary'][:80]}")
+
+
+@pytest.mark.fault("a worker of a torchrun job is killed (SIGKILL on rank 1)",
+                   "the job stops, the lost rank is reported, exit non-zero, no process left")
+def test_a_killed_rank_is_reported_and_the_job_stops(record_property) -> None:
+    result = headless("--steps", "200", "--kill-rank", "1", "--kill-at", "10")
+
+    assert result.returncode != 0
+    assert "lost the connection to the agent of rank 1 before the script ended" in result.stderr, result.stderr[-3000:]
+    record_property("observed", f"exit {result.returncode}; `lost the connection to the agent of rank 1`")
