@@ -5,13 +5,17 @@ Real processes all the way: tuidebug starts torch.distributed.run, which starts 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import SCRIPTS, tuidebug_command, wait_for
+from tuidebug import protocol
+from tuidebug.attach import ListenedRun
 from tuidebug.launcher import ChildRun, Target
 from tuidebug.session import Session
 
@@ -75,3 +79,39 @@ def test_a_killed_rank_is_reported_and_the_job_stops(record_property) -> None:
     assert result.returncode != 0
     assert "lost the connection to the agent of rank 1 before the script ended" in result.stderr, result.stderr[-3000:]
     record_property("observed", f"exit {result.returncode}; `lost the connection to the agent of rank 1`")
+
+
+def test_workers_another_launcher_starts_connect_to_a_listening_screen() -> None:
+    session = Session("listen", [])
+    screen = ListenedRun(session, "127.0.0.1", 0)
+    screen.start()
+    env = {**os.environ, protocol.ENV_ADDRESS: screen.server.address, protocol.ENV_TOKEN: screen.server.token}
+    job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *TWO, "-m", "tuidebug.agent", str(DDP),
+                            "--steps", "20"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: len(session.ranks) == 2 and all(v.step == 20 for v in session.ranks.values()), 120,
+                 "both workers' steps on the listening screen")
+        assert screen.server.address.startswith("tcp:127.0.0.1:")
+        assert any(e.kind == "listening" and "python -m tuidebug.agent" in e.message for e in session.events)
+        wait_for(lambda: all(v.state == "ended" for v in session.ranks.values()), 60, "the post-mortem hold")
+        assert screen.command("quit")
+        assert job.wait(60) == 0
+        wait_for(lambda: not screen.running, 30, "the screen to see the job gone")
+    finally:
+        job.kill()
+        screen.close()
+
+
+def test_a_worker_with_the_wrong_token_is_refused_and_runs_without_the_agent() -> None:
+    session = Session("listen", [])
+    screen = ListenedRun(session, "127.0.0.1", 0)
+    screen.start()
+    env = {**os.environ, protocol.ENV_ADDRESS: screen.server.address, protocol.ENV_TOKEN: "0" * 32}
+    try:
+        result = subprocess.run([sys.executable, "-m", "tuidebug.agent", str(SCRIPTS / "pat_steps.py"), "--steps", "3"],
+                                env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0 and "step 3 loss" in result.stdout
+        assert "refused the agent: wrong token; running the script without the agent" in result.stderr
+        assert session.hello is None and any("wrong token" in e.message for e in session.events)
+    finally:
+        screen.close()

@@ -1,4 +1,7 @@
-"""``tuidebug ls`` and ``tuidebug attach``: a run that outlived its screen, shown again.
+"""``tuidebug ls``, ``tuidebug attach`` and ``tuidebug listen``: runs this screen did not start.
+
+A run that outlived its screen is shown again (attach); a job another launcher starts connects to a
+screen that listens for it (listen).
 
 The screen that started a run is its parent; a screen that attaches later is not, so it knows the
 run by its pid: it asks the agent to connect (``tuidebug/runs.py``), follows the run's log file for
@@ -16,9 +19,8 @@ from typing import IO
 
 import psutil
 
-from tuidebug import runs
-from tuidebug.launcher import Target
-from tuidebug.protocol import Command
+from tuidebug import protocol, runs
+from tuidebug.launcher import Target, collective
 from tuidebug.server import AgentServer
 from tuidebug.session import Session
 
@@ -68,7 +70,7 @@ class AttachedRun:
             self.attach()
 
     def command(self, command: str, /, **args: object) -> bool:
-        return self.server.send(Command(name=command, args=args))
+        return self.server.send(collective(self.session, command, args))
 
     @property
     def running(self) -> bool:
@@ -159,3 +161,47 @@ def listing() -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths)) + "  " + row[4]
                      for row in rows)
+
+
+class ListenedRun:
+    """A job another launcher starts (SLURM, a scheduler, torchrun by hand): the screen listens, and
+    each worker, run as ``python -m tuidebug.agent train.py ARGS`` with the address and token this
+    prints, connects to it. The screen starts nothing and stops nothing: quitting it leaves the job."""
+
+    def __init__(self, session: Session, host: str, port: int) -> None:
+        self.session = session
+        self.server = AgentServer(session, tcp=(host, port))
+        self.target = Target(f"listening on {self.server.address}")
+        self.process = None
+        self._started = False
+
+    @property
+    def environment(self) -> str:
+        return f"{protocol.ENV_ADDRESS}={self.server.address} {protocol.ENV_TOKEN}={self.server.token}"
+
+    def start(self) -> None:
+        if not self._started:
+            self._started = True
+            self.server.start()
+            self.session.note("listening", f"start each worker with: {self.environment} "
+                                           "python -m tuidebug.agent train.py ARGS")
+
+    def command(self, command: str, /, **args: object) -> bool:
+        return self.server.send(collective(self.session, command, args))
+
+    @property
+    def running(self) -> bool:
+        """Until every worker that connected has gone again."""
+        return (not self.session.ranks and self.session.hello is None) or self.server.connected
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.running and (deadline is None or time.monotonic() < deadline):
+            time.sleep(POLL_SECONDS)
+        return None
+
+    def stop(self, grace: float = 3.0) -> None:
+        """Nothing to stop: the job is its launcher's."""
+
+    def close(self) -> None:
+        self.server.close()

@@ -7,6 +7,7 @@
     tuidebug replay BUNDLE SCRIPT ...          re-run a saved failing case against the script
     tuidebug ls                                this user's runs, and whether a screen shows them
     tuidebug attach [PID]                      show a run whose screen went away again
+    tuidebug listen [--port P]                 show a job another launcher starts (its workers connect here)
 
 Everything after the script (or ``-m MODULE``) goes to the script, as with ``python``.
 Errors are one line on stderr and exit code 2.
@@ -124,6 +125,19 @@ def build_attach_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_listen_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tuidebug listen", usage="tuidebug listen [--host HOST] [--port PORT]",
+                     description="Show a job that another launcher starts (SLURM, a scheduler): listen on a TCP "
+                                 "port and print the environment each worker needs; run the workers as "
+                                 "python -m tuidebug.agent train.py ARGS. The token is the only guard, so the "
+                                 "default host is loopback; reach it from other machines through an SSH tunnel "
+                                 "(ssh -R PORT:localhost:PORT node).")
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=_non_negative, default=0, help="the port (default: any free one)")
+    parser.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
+    return parser
+
+
 def build_ls_parser() -> argparse.ArgumentParser:
     return _Parser(prog="tuidebug ls", usage="tuidebug ls",
                    description="List your runs that are alive under tuidebug: pid, age, whether a screen shows "
@@ -220,6 +234,19 @@ def attach(argv: list[str]) -> int:
     return show(run, mouse=not options.no_mouse)
 
 
+def listen(argv: list[str]) -> int:
+    from tuidebug.attach import ListenedRun
+    from tuidebug.session import Session
+
+    options = build_listen_parser().parse_args(argv)
+    run = ListenedRun(Session("listen", []), options.host, options.port)
+    print(f"tuidebug: listening on {run.server.address}; start each worker with\n  {run.environment} "
+          "python -m tuidebug.agent train.py ARGS", file=sys.stderr)
+    from tuidebug.app import show
+
+    return show(run, mouse=not options.no_mouse)
+
+
 def list_runs(argv: list[str]) -> int:
     from tuidebug.attach import listing
 
@@ -242,8 +269,8 @@ def _dispatch(argv: list[str]) -> int:
         return diagnose(argv[1:])
     if argv[:1] == ["replay"]:
         return replay(argv[1:])
-    if argv[:1] in (["attach"], ["ls"]):
-        return attach(argv[1:]) if argv[0] == "attach" else list_runs(argv[1:])
+    if argv[:1] in (["attach"], ["ls"], ["listen"]):
+        return {"attach": attach, "ls": list_runs, "listen": listen}[argv[0]](argv[1:])
     options, target = parse(argv)
     checked(target)
     if options.headless:

@@ -104,12 +104,9 @@ class ChildRun:
         return [sys.executable, "-m", "torch.distributed.run", *self.target.launch, "-m", "tuidebug.agent"]
 
     def command(self, command: str, /, **args: Any) -> bool:
-        """Send ``command`` with keyword arguments to the agent (every rank's); False when it is not
-        connected. In a multi-process job a pause is collective: every rank stops after the same step,
-        so that none waits in a collective for one that stopped earlier."""
-        if command == "pause" and self.session.world_size > 1:
-            command, args = "break_at", {"step": self.session.collective_stop_step()}
-        return self.server.send(Command(name=command, args=args))
+        """Send ``command`` with keyword arguments to the agent (every rank's, see ``collective``); False
+        when it is not connected."""
+        return self.server.send(collective(self.session, command, args))
 
     @property
     def running(self) -> bool:
@@ -193,6 +190,14 @@ class ChildRun:
 
 
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
+
+
+def collective(session: Session, name: str, args: dict[str, Any]) -> Command:
+    """The command every rank gets: in a multi-process job a pause becomes a break after the same step
+    on every rank, so that none waits in a collective for one that stopped earlier."""
+    if name == "pause" and session.world_size > 1:
+        return Command(name="break_at", args={"step": session.collective_stop_step()})
+    return Command(name=name, args=args)
 
 
 def innermost_user_frame(dump: str) -> str | None:

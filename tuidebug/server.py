@@ -23,6 +23,7 @@ HANDSHAKE_SECONDS = 5.0  # for the whole hello, not per read: a peer trickling b
 # Rejected connections logged one by one; past this, only every power of ten, so that a flood of
 # them cannot push the run's own events out of the session's bounded log.
 LOGGED_REJECTIONS = 20
+LISTEN_BACKLOG = 64  # every worker of a job connects at start-up, at once
 
 
 class SocketFolderError(OSError):
@@ -30,29 +31,45 @@ class SocketFolderError(OSError):
 
 
 class AgentServer:
-    def __init__(self, session: Session) -> None:
+    """Listens on a Unix socket in a fresh 0700 folder; or, with ``tcp=(host, port)`` (``tuidebug
+    listen``, for workers another launcher starts), on that TCP address, where the token is the only
+    guard: the default host is loopback, reached from other machines through an SSH tunnel."""
+
+    def __init__(self, session: Session, tcp: tuple[str, int] | None = None) -> None:
         self.session = session
         self.token = secrets.token_hex(16)
         try:
             self._dir = tempfile.mkdtemp(prefix="tuidebug-")
         except OSError as exc:  # tempfile writes a probe file first: a full disk fails here
             raise SocketFolderError(f"cannot make the private socket folder: {exc.strerror or exc}") from None
-        self.address = os.path.join(self._dir, "agent.sock")
         self.stack_file = os.path.join(self._dir, "stacks.txt")  # where the agent dumps its stacks on SIGUSR1
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self._listener.bind(self.address)
-        except OSError as exc:
-            self._listener.close()
-            shutil.rmtree(self._dir, ignore_errors=True)
-            raise SocketFolderError(f"cannot make the private socket in {self._dir}: {exc.strerror or exc}") from None
-        os.chmod(self.address, 0o600)
-        self._listener.listen(4)
+        self._listener, self.address = self._listen(tcp)
+        self._listener.listen(max(4, LISTEN_BACKLOG))
         self._agents: dict[int, socket.socket] = {}  # by rank
         self._send_lock = threading.Lock()
         self._closed = False
         self._readers: list[threading.Thread] = []
         self._rejected = 0
+
+    def _listen(self, tcp: tuple[str, int] | None) -> tuple[socket.socket, str]:
+        """The bound listener and the address agents connect to (``tcp:HOST:PORT`` or a socket path)."""
+        family = socket.AF_UNIX if tcp is None else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            if tcp is not None:
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                listener.bind(tcp)
+                host, port = listener.getsockname()[:2]
+                return listener, f"tcp:{host}:{port}"
+            path = os.path.join(self._dir, "agent.sock")
+            listener.bind(path)
+            os.chmod(path, 0o600)
+            return listener, path
+        except OSError as exc:
+            listener.close()
+            shutil.rmtree(self._dir, ignore_errors=True)
+            where = f"{tcp[0]}:{tcp[1]}" if tcp is not None else self._dir
+            raise SocketFolderError(f"cannot listen on {where}: {exc.strerror or exc}") from None
 
     def start(self) -> None:
         threading.Thread(target=self._accept_loop, name="tuidebug-accept", daemon=True).start()

@@ -45,7 +45,7 @@ NO_SUCH_MODULE = 2  # the code tuidebug gives for a missing script, too
 
 def main() -> None:
     _spare_address_space()  # before the agent's threads exist
-    config = json.loads(os.environ.pop(protocol.ENV_CONFIG))
+    config = _config()
     address = os.environ.pop(protocol.ENV_ADDRESS, "")
     token = os.environ.pop(protocol.ENV_TOKEN, "")
     agent_config = AgentConfig.from_dict(config.get("agent", {}))
@@ -83,6 +83,19 @@ def main() -> None:
     if agent.client is not None:
         agent.client.close()
     sys.exit(code)
+
+
+def _config() -> dict:
+    """What to run: from tuidebug (in the environment), or, for a worker another launcher starts
+    (``python -m tuidebug.agent train.py ARGS`` with the address and token of ``tuidebug listen``),
+    from the command line."""
+    if protocol.ENV_CONFIG in os.environ:
+        return json.loads(os.environ.pop(protocol.ENV_CONFIG))
+    if len(sys.argv) < 2:
+        print("usage: python -m tuidebug.agent SCRIPT [ARGS...], with TUIDEBUG_ADDRESS and TUIDEBUG_TOKEN "
+              "set as tuidebug listen prints them", file=sys.stderr)
+        sys.exit(NO_SUCH_MODULE)
+    return {"target": sys.argv[1], "args": sys.argv[2:]}
 
 
 _STACK_FILE: list = []  # kept open for faulthandler, which writes to its descriptor from a signal handler
