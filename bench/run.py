@@ -50,6 +50,8 @@ from tuidebug.session import Session
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = Path(__file__).resolve().parent / "workload.py"
 BIG_BATCH = Path(__file__).resolve().parent / "big_batch.py"
+DDP_WORKLOAD = Path(__file__).resolve().parent / "ddp_workload.py"
+TWO_RANKS = ["--nproc-per-node", "2"]
 BIG_BATCH_MIB = (1, 64, 512)
 RESULTS = ROOT / ".bench" / "latest.json"
 MiB = 1024 * 1024
@@ -361,6 +363,28 @@ def time_to_verdict(runs: int) -> dict[str, dict[str, Any]]:
     return figures
 
 
+def two_ranks(runs: int) -> dict[str, Any]:
+    """A 2-rank DDP job (torchrun, gloo) bare and under tuidebug, alternately: rank 0's median step time."""
+    bare, agent = [], []
+    for _ in range(runs):
+        result = subprocess.run([sys.executable, "-m", "torch.distributed.run", *TWO_RANKS, str(DDP_WORKLOAD)],
+                                capture_output=True, text=True, timeout=600, check=True)
+        bare.append(json.loads(result.stdout.strip().splitlines()[-1])["median_step"])
+        session = Session(str(DDP_WORKLOAD), [])
+        run = ChildRun(Target(str(DDP_WORKLOAD), [], launch=TWO_RANKS), session, default_options(),
+                       capture_output=True)
+        run.start()
+        try:
+            run.wait(600)
+        finally:
+            run.close()
+        summary = next(line for line in reversed(session.output) if line.startswith("{"))
+        agent.append(json.loads(summary)["median_step"])
+    ratios = [a / b for a, b in zip(agent, bare)]
+    return {"ratio": statistics.median(ratios), "ratios": ratios, "bare_ms": statistics.median(bare) * 1e3,
+            "agent_ms": statistics.median(agent) * 1e3}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", type=int, help="process groups per model (default: CNN 5, MLP 3)")
@@ -398,6 +422,8 @@ def main() -> None:
     print(f"time to verdict: tuidebug diagnose on each example, {args.verdict_runs} runs...", flush=True)
     verdicts = time_to_verdict(args.verdict_runs)
     batches = big_batches(args.big_batch_steps)
+    print("two ranks: a 2-rank DDP job under torchrun, bare and under tuidebug, 3 runs each...", flush=True)
+    ranks = two_ranks(3)
 
     print("\nresults")
     for model, figures in steps.items():
@@ -420,11 +446,13 @@ def main() -> None:
         print(f"  time to verdict {name}: {figures['diagnose_s']:.1f} s ({figures['verdict']}); "
               f"bare script {figures['bare_s']:.1f} s")
     print_big_batches(batches)
+    print(f"  two ranks (DDP, gloo): step time ratio {ranks['ratio']:.3f} (rank 0's median step "
+          f"{ranks['agent_ms']:.3f} ms vs {ranks['bare_ms']:.3f} ms; runs {', '.join(f'{r:.3f}' for r in ranks['ratios'])})")
     elapsed = time.perf_counter() - began
     print(f"  bench took {elapsed:.0f} s")
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps({"step_time": steps, "protocol": wire, "agent_memory": memory,
-                                   "first_frame_s": frames, "time_to_verdict": verdicts, "big_batches": batches,
+                                   "first_frame_s": frames, "time_to_verdict": verdicts, "big_batches": batches, "two_ranks": ranks,
                                    "seconds": elapsed},
                                   indent=2))
 
