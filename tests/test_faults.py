@@ -201,3 +201,14 @@ def test_a_crafted_bundle_is_refused(saved_bundle: Path, tmp_path: Path, record_
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stdout + result.stderr
     said = result.stderr.strip().replace(str(bundle), "BUNDLE")
     record_property("observed", f"exit 2: `{said.removeprefix('tuidebug: error: ')[:110]}`")
+
+
+@pytest.mark.fault("`tuidebug replay` of a bundle against a script with another model",
+                   "a one-line error that says so, exit 2")
+def test_a_bundle_replayed_against_another_model_says_so(saved_bundle: Path, record_property) -> None:
+    result = subprocess.run([*tuidebug_command(), "replay", str(saved_bundle), str(EXAMPLES / "healthy_mlp.py")],
+                            capture_output=True, text=True, timeout=240)
+
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stdout + result.stderr
+    assert "the bundle was saved from another model" in result.stderr
+    record_property("observed", f"exit 2: `{result.stderr.strip().removeprefix('tuidebug: error: ')[:100]}`")

@@ -142,6 +142,7 @@ def bundle_snapshot(agent: Agent, state: dict[str, Any], scheduler_steps: list[i
     validated); its schedulers are moved to the step the bundle starts at."""
     snap = agent.take_snapshot()
     model = agent.model
+    _check_same_model(model, state["model"])
     optimizer = agent.optimizer_of(model)
     snap.modules = [(m, state["model"] if m is model else s, f) for m, s, f in snap.modules]
     saved = copy.deepcopy(state["optimizer"])
@@ -151,6 +152,19 @@ def bundle_snapshot(agent: Agent, state: dict[str, Any], scheduler_steps: list[i
     schedulers = [obj for obj, s in snap.stateful if "last_epoch" in s]
     snap.after_restore.append(lambda: _move_schedulers(schedulers, scheduler_steps))
     return snap
+
+
+def _check_same_model(model: torch.nn.Module, saved: dict[str, Any]) -> None:
+    """A bundle replayed against another model would fail deep inside the restore: say so plainly."""
+    live = {name: tuple(value.shape) for name, value in model.state_dict().items()}
+    kept = {name: tuple(value.shape) for name, value in saved.items() if isinstance(value, torch.Tensor)}
+    missing, extra = sorted(kept.keys() - live.keys()), sorted(live.keys() - kept.keys())
+    reshaped = sorted(name for name in kept.keys() & live.keys() if kept[name] != live[name])
+    if missing or extra or reshaped:
+        first = (f"{reshaped[0]} is {list(kept[reshaped[0]])} in the bundle, {list(live[reshaped[0]])} here" if reshaped
+                 else f"the bundle has {missing[0]}" if missing else f"the bundle has no {extra[0]}")
+        raise BundleError(f"the bundle was saved from another model ({first}; {len(missing) + len(extra) + len(reshaped)} "
+                          f"difference(s) in all): replay it against the script it came from")
 
 
 def _move_schedulers(schedulers: list[Any], steps: list[int]) -> None:
