@@ -22,10 +22,16 @@ FINDING_BRANCHES = {
     "unregistered_modules": "learning",
     "frozen": "learning", "no_grad_params": "learning", "eval_mode": "learning", "loss_input": "learning",
     "backward_without_graph": "learning", "no_optimizer_step": "learning", "lr_schedule": "learning",
+    "lr_collapsed": "learning",
     "loss_broadcast": "shape", "one_hot_width": "shape",
     "graphs_kept": "oom", "memory_growth": "oom", "container_growth": "oom",  # graphs or tensors kept across steps
 }
-BRANCH_ORDER = ("oom", "shape", "learning")
+# Which finding wins when there are several: what holds memory across steps (graphs, a growing
+# container) first, then a wrong shape, then memory that only grows (RSS also grows while the
+# allocator keeps freed blocks: a loop making a new MiB-sized intermediate every step looks like that
+# for a while), then the learning findings.
+FINDING_ORDER = (("oom", ("graphs_kept", "container_growth")), ("shape", ("loss_broadcast", "one_hot_width")),
+                 ("oom", ("memory_growth",)), ("learning", None))
 # The trend of the run's own loss, judged on the medians of its first and last fifths (at least
 # TREND_STEPS steps): a loss that ends over DIVERGING times its start diverges (the NaN branch's
 # checks apply: the rate, the gradients); one that ends above NOT_FALLING times its start has not
@@ -88,9 +94,10 @@ def preselect(session: Session) -> tuple[str, str]:
         if any(e.kind == "finding" and e.message.startswith("no_optimizer_step") for e in events):
             return "learning", "backward passes but no optimizer step"
         return "no_step", "the script ran no optimizer step" + (" before it ended" if end else " in the window")
-    for branch in BRANCH_ORDER:
-        if branch in findings:
-            return branch, findings[branch]
+    for branch, codes in FINDING_ORDER:
+        reasons = [reason for code, reason in findings.get(branch, []) if codes is None or code in codes]
+        if reasons:
+            return branch, reasons[0]
     if trend is not None and trend.ratio > DIVERGING:
         return "nan", f"the loss diverges without going non-finite: {trend.text()}"
     if trend is not None and trend.ratio > NOT_FALLING and optimizers < 2:
@@ -111,16 +118,16 @@ def _classify(exception: Event, crash: Event | None, trend: Trend | None) -> tup
     return "crash", f"the script raised {exception.message}"
 
 
-def _findings(events: list[Event]) -> dict[str, str]:
-    """The first finding of each branch, as its reason."""
-    found: dict[str, str] = {}
+def _findings(events: list[Event]) -> dict[str, list[tuple[str, str]]]:
+    """The findings of each branch, in the order they came: (code, reason)."""
+    found: dict[str, list[tuple[str, str]]] = {}
     for event in events:
         if event.kind != "finding":
             continue
         code = event.message.split(":", 1)[0]
         branch = FINDING_BRANCHES.get(code)
-        if branch is not None and branch not in found:
-            found[branch] = event.message.split(":", 1)[-1].strip()
+        if branch is not None:
+            found.setdefault(branch, []).append((code, event.message.split(":", 1)[-1].strip()))
     return found
 
 

@@ -790,6 +790,7 @@ class Agent:
             skipped=skipped, backward_calls=self._backward_calls, clipped=self._clipped, clip_at=self._clip_at,
         )
         self._clipped, self._clip_at = [], None
+        self.facts.observe_lr(self.step, record.lrs[0] if record.lrs else None)
         if self._layer is not None:
             record.layer_names, record.layer_norms = self._layer
         if torch.cuda.is_initialized() and any(t.is_cuda for t in record.losses + record.norms):

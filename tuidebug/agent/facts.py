@@ -31,6 +31,11 @@ STALE_CHECKS = 3
 # does so "early" when that happens within the first epoch (or, without a DataLoader, EARLY_COLLAPSE steps).
 LR_COLLAPSE = 1e-3
 EARLY_COLLAPSE = 1000
+# However the rate is set (a scheduler, or by hand in the loop), one that fell below LR_COLLAPSE of its
+# start and has stayed there for as many steps as it took to get there (and COLLAPSED_STEPS at least)
+# trains on at nothing: a schedule that anneals to ~0 at the end of its run is not caught (it ends
+# there), a decay applied every batch instead of every epoch is.
+COLLAPSED_STEPS = 20
 PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR")
 LEAKED_STEPS = 3
 # Graphs can also pile up within one step (an evaluation loop run with gradients on, between two
@@ -157,6 +162,9 @@ class Facts:
     manual_updates: int = 0
     one_hot: dict[str, set[int]] = field(default_factory=dict)  # site -> widths, for calls without num_classes
     memory: collections.deque = field(default_factory=lambda: collections.deque(maxlen=MEMORY_SAMPLES))
+    first_lr: float | None = None
+    last_lr: float | None = None
+    lr_collapsed_at: int | None = None  # the step since which the rate is below LR_COLLAPSE of its start
     tags: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAGGED_STEPS))
     layer_tags: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAGGED_LAYERS))
     backward_total: int = 0
@@ -202,6 +210,7 @@ class Facts:
                             ("unregistered_modules", self._unregistered), ("no_grad_params", self._no_grad),
                             ("eval_mode", self._eval_mode), ("loss_input", self._loss_input),
                             ("no_optimizer_step", self._no_step), ("lr_schedule", lambda: self._schedule(step)),
+                            ("lr_collapsed", lambda: self._collapsed_rate(step)),
                             ("graphs_kept", lambda: self._graphs(step)), ("memory_growth", self._growth),
                             ("container_growth", self._container_growth)):
             if code in self.reported:
@@ -300,6 +309,25 @@ class Facts:
                 return (f"{calls.kind} is stepped every batch ({calls.calls} calls in {step} steps, at {calls.site}): "
                         f"its rate falls below {LR_COLLAPSE:g} of its start at step {collapse}, {epoch}")
         return None
+
+    def observe_lr(self, step: int, lr: Any) -> None:
+        """The first param group's rate at each step: where it collapsed, if it did."""
+        if not isinstance(lr, (int, float)):
+            return
+        if self.first_lr is None:
+            self.first_lr = float(lr)
+        if self.first_lr > 0 and lr < LR_COLLAPSE * self.first_lr:
+            self.lr_collapsed_at = self.lr_collapsed_at or step
+            self.last_lr = float(lr)
+        else:
+            self.lr_collapsed_at = None
+
+    def _collapsed_rate(self, step: int) -> str | None:
+        at = self.lr_collapsed_at
+        if at is None or step - at < max(at, COLLAPSED_STEPS):
+            return None
+        return (f"the learning rate fell from {self.first_lr:.3g} to {self.last_lr:.3g} (below {LR_COLLAPSE:g} of its "
+                f"start) at step {at} and has stayed there for {step - at} steps: the steps since change nothing")
 
     def _no_step(self) -> str | None:
         if self.optimizers or self.manual_updates or self.backward_total < NO_STEP_BACKWARDS or self.steps:

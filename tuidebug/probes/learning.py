@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import re
 import statistics
 import sys
@@ -32,7 +33,7 @@ from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, NoPipeline, ProbeContext, ProbeOutcome, probe
 from tuidebug.probes.source import (
     assignments, bias_inits, calls_named, enclosing_function, freezes, grad_off_block, indexed_attributes, module_site,
-    shuffles, weight_inits)
+    rate_assignments, shuffles, weight_inits)
 from tuidebug.probes.trials import finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site, is_user_file
@@ -387,9 +388,12 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
             return ProbeOutcome(FAIL, f"the learning rate decays to nothing: {first:.3g} -> {last:.3g} by step "
                                 f"{curve[-1][0]} ({where.kind} stepped every batch)", evidence, fix,
                                 data={"cause": "lr_schedule_decay", "collapsed_at": collapsed})
-        return ProbeOutcome(FAIL, f"the learning rate falls to nothing: {first:.3g} -> {last:.3g}", evidence,
-                            "check the schedule: the rate should stay within a few decades of its start while training",
-                            data={"cause": "lr_schedule_decay", "collapsed_at": collapsed})
+        by_hand = _rate_set_by_hand(evidence)
+        return ProbeOutcome(FAIL, f"the learning rate falls to nothing: {first:.3g} -> {last:.3g}" + (
+            f" (set by hand at {by_hand})" if by_hand else ""), evidence,
+            f"decay the rate once per epoch, not every batch: check the condition around {by_hand}" if by_hand else
+            "check the schedule: the rate should stay within a few decades of its start while training",
+            data={"cause": "lr_schedule_decay", "collapsed_at": collapsed})
     trainer = ctx.trainer
     trainer.reset(ctx.break_state)
     measured = trainer.step(trainer.prepare(), Adjust(measure_update=True))
@@ -430,6 +434,21 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
                             "either: not the cause", evidence)
     return ProbeOutcome(FAIL, f"the steps are tiny ({ratio:.2g} of the weights), and higher rates did not help either",
                         evidence, "raise the learning rate", data={"cause": "learning_rate_too_low", "confirmed": False})
+
+
+def _rate_set_by_hand(evidence: list[str]) -> str | None:
+    """Where the script sets the rate itself (no scheduler stepped): the assignment, and the lines that
+    call the function holding it (``exp_lr_scheduler(...)`` in the batch loop)."""
+    script = os.path.abspath(sys.argv[0])
+    assigned = rate_assignments(script)
+    if not assigned:
+        return None
+    where = assigned[0]
+    function = enclosing_function(script, where.line)
+    callers = calls_named(script, {function}) if function else []
+    evidence.append(f"the rate is set by hand at {where}" + (
+        f" in {function}(), called at " + ", ".join(map(str, callers[:3])) if callers else ""))
+    return (callers[0] if callers else where).short
 
 
 def _schedule_factor(ctx: ProbeContext, evidence: list[str]) -> tuple[Any, str, str, float] | None:

@@ -113,6 +113,20 @@ def accumulations(path: str, name: str) -> list[Site]:
     return sorted(set(lines), key=lambda site: site.line)
 
 
+def rate_assignments(path: str) -> list[Site]:
+    """The lines of ``path`` that set a param group's rate by hand: ``group["lr"] = ...`` (or ``*=``)."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+        if any(isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) and t.slice.value == "lr"
+               for t in targets):
+            found.append(Site(path, node.lineno, ""))
+    return sorted(set(found), key=lambda site: site.line)
+
+
 def calls_of(path: str, owner: str, method: str) -> list[Site]:
     """The lines of ``path`` that call ``owner.method(...)`` (``outputs.append``)."""
     tree = _tree(path)
