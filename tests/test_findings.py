@@ -6,6 +6,7 @@ LambdaLR that returns a rate, and the one-example share of a failed allocation."
 from __future__ import annotations
 
 import collections
+import math
 import sys
 
 import pytest
@@ -284,3 +285,12 @@ def test_a_replay_that_does_not_reproduce_the_run_cannot_rule_a_cause_out() -> N
     note = unfaithful(ctx, start, Trial(Adjust(), losses=[float("nan")]))
     assert note is not None and "step 13 was 1.13" in note
     assert unfaithful(ctx, start, Trial(Adjust(), losses=[0.4])) is not None
+
+
+def test_a_rate_that_collapses_and_stays_there_is_a_finding_and_one_that_anneals_at_the_end_is_not() -> None:
+    collapsed, annealed = Facts(), Facts()
+    for step in range(1, 101):
+        collapsed.observe_lr(step, 0.1 * 0.5 ** step if step < 30 else 1e-12)  # decayed every batch
+        annealed.observe_lr(step, 0.1 * (1 + math.cos(math.pi * step / 100)) / 2)  # cosine to 0 at its last step
+    assert "fell from 0.05 to 1e-12" in collapsed.new_findings(100)[0][1]
+    assert not [f for f in annealed.new_findings(100) if f[0] == "lr_collapsed"]

@@ -227,3 +227,12 @@ def test_downsampled_means_preserve_the_average():
 
     assert len(series.points) < 8
     assert sum(y for _, y in series.points) / len(series.points) == pytest.approx(31.5, rel=0.05)
+
+
+def test_a_shape_finding_outranks_memory_that_only_grows_but_not_graphs_kept_across_steps():
+    growth = Event(kind="finding", message="memory_growth: resident memory grows 0.45 MiB a step", time=0.0, step=5)
+    broadcast = Event(kind="finding", message="loss_broadcast: mse_loss compares (8, 1) with (8,)", time=0.0, step=5)
+    graphs = Event(kind="finding", message="graphs_kept: the autograd graphs of 4 earlier steps", time=0.0, step=5)
+    assert preselect(_session_with(growth, broadcast))[0] == "shape"
+    assert preselect(_session_with(graphs, broadcast))[0] == "oom"
+    assert preselect(_session_with(growth))[0] == "oom"
