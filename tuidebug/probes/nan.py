@@ -304,7 +304,9 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
         evidence += [f"replay from {start.label}: {base.describe()}",
                      f"... with clip_grad_norm_ at {clip:g}: {clipped.describe()}"]
         data["confirmed"] = base.blew_up and clipped.holds
-        data["fixed_loss"] = clipped.final if clipped.holds else None
+        # Clipping proves a fix only when the replay without it failed: a replay that stays finite
+        # either way shows nothing, and must not outrank a check whose replay did fail and was fixed.
+        data["fixed_loss"] = clipped.final if base.blew_up and clipped.holds else None
         unlike = unfaithful(ctx, start, base)
         if unlike is not None:
             evidence.append(unlike)
