@@ -3,6 +3,10 @@
 A chart redraws only when what it shows changed (a new point, a wider plot, the scale toggled):
 plotext is the costly part of a frame. Points are copied under the session's lock and plotted
 outside it, downsampled to about two per column.
+
+Where the terminal is too short for three charts, a pane with the ``compact`` class is two lines
+instead: its figures (latest, min, max) and a sparkline, on a log scale where the range calls for
+it and with spikes drawn above it, so one 1e19 gradient norm does not flatten the history.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ class Chart:
     xlabel: str = "step"
     ceiling: tuple[str, float] | None = None  # a labelled horizontal line: the device's total memory
     log: bool = False
+    brief: list[tuple[str, str]] = field(default_factory=list)  # the compact row's figures: latest first
+    label: str = ""  # the compact row's title, where it differs from the chart's
 
 
 class ChartPane(Horizontal):
@@ -51,17 +57,23 @@ class ChartPane(Horizontal):
     def compose(self) -> ComposeResult:
         yield PlotextPlot(classes="plot")
         yield Static(classes="figures")
+        yield Static(classes="spark")
 
     def refresh_from(self, session: Session) -> None:
-        plot = self.query_one(PlotextPlot)
-        limit = max(20, 2 * plot.size.width)
+        compact = self.has_class("compact")
+        shown = self.query_one(".spark" if compact else ".plot")
+        limit = max(20, 2 * shown.size.width)
         with session.lock:
-            key = (self.key(session), limit)
+            key = (self.key(session), limit, compact)
             if key == self._key:
                 return
             data = self.read(session)
         self._key = key
-        self._draw(plot, self.chart(data, limit))
+        chart = self.chart(data, limit)
+        if compact:
+            self.query_one(".spark", Static).update(compact_text(chart, shown.size.width))
+        else:
+            self._draw(self.query_one(PlotextPlot), chart)
 
     def key(self, session: Session) -> Any:
         """Changes whenever the chart would: compared before anything is copied."""
@@ -120,6 +132,28 @@ def _set_ticks(plt: Any, chart: Chart, width: int, height: int) -> None:
     plt.xticks(xticks, [f"{x:.0f}" if max(xs) - min(xs) >= 10 else number(x) for x in xticks])
 
 
+def compact_text(chart: Chart, width: int) -> Text:
+    """Two lines: the title and the brief figures that fit (left out whole, the least needed last),
+    then the first line's sparkline with its spikes marked above the scale."""
+    spark = plotdata.sparkline(chart.lines[0][1] if chart.lines else [], width)
+    notes = [(f"{plotdata.SPIKE} off scale", "bold red")] if spark.spikes else []
+    notes += [("log scale", "")] if spark.log else []
+    line = Text(chart.label or chart.title, style="bold")
+    for part in [*_brief_parts(chart.brief), *(Text(note, style=style) for note, style in notes)]:
+        if line.cell_len + 2 + part.cell_len > width:
+            break
+        line.append_text(Text("  ") + part)
+    bars = Text(spark.line, style="cyan")
+    for column in spark.spikes:
+        bars.stylize("bold red", column, column + 1)
+    return Text("\n").join([line, bars])
+
+
+def _brief_parts(brief: list[tuple[str, str]]) -> list[Text]:
+    """"9.953e+15" for the latest value (named by the row's title), "min 0.2639" for the others."""
+    return [Text.assemble(f"{name} ", value) if name else Text(value, style="bold") for name, value in brief]
+
+
 def figures_text(chart: Chart) -> Text:
     width = max((len(name) for name, _ in chart.figures), default=0)
     lines = [Text.assemble((f"{name:<{width}} ", "bold"), value) for name, value in chart.figures]
@@ -151,7 +185,9 @@ class LossPane(ChartPane):
                    ("lowest", number(min(finite, default=None))), ("lr", number(data["lr"])),
                    ("NaN/Inf", nonfinite_text(*data["nonfinite"])),
                    ("scale", "log" if self.log else "linear")]
-        return Chart("loss", lines=[("raw", shown), ("smoothed", smoothed)], figures=figures, log=self.log)
+        brief = [("", number(latest)), *extremes(finite), *nonfinite_brief(data["nonfinite"])]
+        return Chart("loss", lines=[("raw", shown), ("smoothed", smoothed)], figures=figures, log=self.log,
+                     brief=brief)
 
 
 class GradPane(ChartPane):
@@ -169,7 +205,10 @@ class GradPane(ChartPane):
                    ("largest", number(max(finite, default=None))),
                    ("NaN/Inf", nonfinite_text(*data["nonfinite"])), ("AMP skips", str(data["skipped"]))]
         shown = plotdata.downsample(plotdata.finite(points), limit)
-        return Chart("gradient norm", lines=[("norm", shown)], figures=figures)
+        brief = [("", figures[0][1]), *extremes(finite), *nonfinite_brief(data["nonfinite"])]
+        if data["skipped"]:
+            brief.append(("AMP skips", str(data["skipped"])))
+        return Chart("gradient norm", lines=[("norm", shown)], figures=figures, brief=brief)
 
 
 class MemoryPane(ChartPane):
@@ -196,8 +235,33 @@ class MemoryPane(ChartPane):
         lines = [(label, plotdata.scale(plotdata.shift(plotdata.downsample(points, limit), origin), size))
                  for label, points in series.items() if points]
         title = f"RSS (CPU), {unit}" if "RSS" in series else f"CUDA memory, {unit}"
+        first = next(iter(series.values()), [])
         return Chart(title, lines=lines, figures=memory_figures(memory, total), xlabel="seconds",
-                     ceiling=("total", total / size) if total else None)
+                     ceiling=("total", total / size) if total else None,
+                     label="RSS (CPU)" if "RSS" in series else "CUDA allocated",
+                     brief=memory_brief(memory, total, [y for _, y in first]))
+
+
+def memory_brief(memory: Memory | None, total: int | None, values: list[float]) -> list[tuple[str, str]]:
+    """The compact row's memory figures: the latest reading of the line its sparkline draws, its
+    range, and on a GPU what is reserved of the device's total."""
+    if memory is None:
+        return [("", "-")]
+    latest = memory.rss if memory.cuda_allocated is None else memory.cuda_allocated
+    brief = [("", bytes_text(latest)), ("min", bytes_text(min(values, default=None))),
+             ("max", bytes_text(max(values, default=None)))]
+    if memory.cuda_allocated is not None:
+        brief += [("reserved", bytes_text(memory.cuda_reserved)), ("of", bytes_text(total))]
+    return brief
+
+
+def extremes(values: list[float]) -> list[tuple[str, str]]:
+    return [("min", number(min(values, default=None))), ("max", number(max(values, default=None)))]
+
+
+def nonfinite_brief(counted: tuple[int, int | None]) -> list[tuple[str, str]]:
+    """NaN/Inf in a compact row only when there were some: the row has no room for a zero."""
+    return [("NaN/Inf", nonfinite_text(*counted))] if counted[0] else []
 
 
 def memory_figures(memory: Memory | None, total: int | None) -> list[tuple[str, str]]:

@@ -1,5 +1,9 @@
 """The live dashboard: header, three charts, the event log and the script's output.
 
+Below NARROW_COLUMNS the logs go under the charts; below SHORT_ROWS three charts do not fit, so one
+chart is drawn in full and the other two as two-line rows (figures and a sparkline): all three
+figures are on screen at 80x24, and `c` picks the chart drawn in full.
+
 Nothing here reacts to single messages. A timer at 4 Hz looks at ``session.version`` and redraws,
 inside one ``batch_update()``, only when something changed; the header's clock ticks once a second.
 """
@@ -21,11 +25,13 @@ from tuidebug.screens.header import SCRIPT_OVER, RunHeader
 from tuidebug.screens.layers import LayerTableScreen
 from tuidebug.screens.inspector import InspectorScreen
 from tuidebug.screens.logs import EventLog, OutputPane
+from tuidebug.screens.logview import LogViewScreen
 from tuidebug.screens.tree import TreeScreen
 from tuidebug.triage import start_walk
 
 FRAME_SECONDS = 0.25
 NARROW_COLUMNS = 81
+SHORT_ROWS = 30  # three charts need about 9 rows each, below a header of two and a footer of one
 NONFINITE_EVENTS = {"nonfinite_loss", "nonfinite_grad"}
 
 
@@ -40,9 +46,12 @@ class DashboardScreen(Screen[None]):
         Binding("d", "diagnose", "Diagnose", id="dashboard.diagnose",
                 tooltip="The decision tree: run the protocol's checks on the paused run"),
         Binding("i", "inspect", "Inspect", id="dashboard.inspect", tooltip="The paused batch, tensor by tensor"),
-        Binding("c", "next_chart", "Chart", id="dashboard.chart", tooltip="Narrow terminal: show the next chart"),
+        Binding("c", "next_chart", "Chart", id="dashboard.chart",
+                tooltip="Short terminal: draw the next chart in full (the others as sparklines)"),
         Binding("l", "toggle_log", "Log", id="dashboard.log", tooltip="Loss chart: log or linear scale"),
         Binding("t", "layers", "Layers", id="dashboard.layers", tooltip="Per-layer gradient norms"),
+        Binding("o", "output", "Output", id="dashboard.output",
+                tooltip="The script's output, full screen: follow, search (/), wrap (w)"),
         Binding("n", "toggle_nan", "NaN", id="dashboard.nan", tooltip="Pause at the first NaN/Inf loss or gradient"),
         Binding("q", "app.quit", "Quit", id="dashboard.quit",
                 tooltip="Quit (asks first while the script runs; ctrl+c too)"),
@@ -73,16 +82,24 @@ class DashboardScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#events").border_title = "events"
-        self.query_one("#output").border_title = "script output"
+        self.query_one("#output").border_title = "script output (o: full screen)"
         self.set_interval(FRAME_SECONDS, self.redraw)
         self.redraw()
 
     def on_resize(self, event: events.Resize) -> None:
         self._version = -1  # redraw at the new size, with as many points as it has columns, even if idle
-        narrow = event.size.width < NARROW_COLUMNS
-        if narrow != self.has_class("narrow"):
-            self.set_class(narrow, "narrow")
-            self.refresh_bindings()  # the chart key exists only when narrow
+        self.set_class(event.size.width < NARROW_COLUMNS, "narrow")
+        short = event.size.height < SHORT_ROWS
+        if short != self.has_class("short"):
+            self.set_class(short, "short")
+            self._compact_charts()
+            self.refresh_bindings()  # the chart key exists only when short
+
+    def _compact_charts(self) -> None:
+        """On a short screen every chart but the one shown in full is a compact row."""
+        short = self.has_class("short")
+        for pane in self.query(ChartPane):
+            pane.set_class(short and not pane.has_class("shown"), "compact")
 
     # --- drawing ----------------------------------------------------------------------------
 
@@ -142,7 +159,7 @@ class DashboardScreen(Screen[None]):
         if action == "resume":
             return state == "paused"
         if action == "next_chart":
-            return self.has_class("narrow")
+            return self.has_class("short")
         if action in ("step", "run_to", "toggle_nan"):
             return state not in SCRIPT_OVER
         if action == "inspect":  # the batches are read on the paused (or post-mortem) process
@@ -180,11 +197,16 @@ class DashboardScreen(Screen[None]):
         pane.refresh_from(self.session)
 
     def action_next_chart(self) -> None:
-        """Below 81 columns one chart fits at a time, with its figures: cycle through them."""
+        """On a short screen one chart is drawn in full: the next one takes its place."""
         charts = list(self.query(ChartPane))
         current = next(i for i, pane in enumerate(charts) if pane.has_class("shown"))
         charts[current].remove_class("shown")
         charts[(current + 1) % len(charts)].add_class("shown")
+        self._compact_charts()
+        self._version = -1  # the panes that changed form redraw in their new one
+
+    def action_output(self) -> None:
+        self.app.push_screen(LogViewScreen(self.feed))
 
     def action_layers(self) -> None:
         self.app.push_screen(LayerTableScreen(self.session))

@@ -3,39 +3,83 @@
 The session keeps only the latest lines, so a frame cannot tell from it alone which ones are new;
 a listener queues each one as it arrives (a deque append, cheap on the reader thread) and the
 dashboard's timer drains the queue. No Textual message is posted per line.
+
+Each line is cleaned once here (a progress bar's carriage returns collapsed, control codes gone) and
+marked when a probe printed it: a probe borrows iterations of the script's own loop, whose prints are
+not the run's progress. The agent says "probing" only after the first borrowed iteration, so a line is
+marked when it comes while a probe reports progress, or while the run is paused: a held loop prints
+nothing, so what comes then is a probe's (or another thread's). The lines come over the output pipe,
+the state over the socket: a line printed just before a pause may arrive just after it, so the pause
+counts after PAUSE_GRACE_SECONDS only (a probe starts on a key press, later than that).
 """
 
 from __future__ import annotations
 
 import collections
+import threading
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from tuidebug.protocol import Event
+from tuidebug.screens.logs import clean_line
 from tuidebug.session import Session
 
 KEEP = 2_000
+PAUSE_GRACE_SECONDS = 0.25
+HISTORY = 20_000  # lines the log view can scroll back through (the log file keeps them all)
+
+
+@dataclass(frozen=True)
+class OutputLine:
+    text: str
+    probe: bool = False  # printed while a probe borrowed the script's loop
 
 
 class Feed:
-    def __init__(self, session: Session, keep: int = KEEP) -> None:
-        self._output: collections.deque[str] = collections.deque(maxlen=keep)
+    def __init__(self, session: Session, keep: int = KEEP, history: int = HISTORY) -> None:
+        self._session = session
+        self._output: collections.deque[OutputLine] = collections.deque(maxlen=keep)
         self._events: collections.deque[Event] = collections.deque(maxlen=keep)
+        self._history: collections.deque[OutputLine] = collections.deque(maxlen=history)
+        self._history_lock = threading.Lock()
+        self._state_since = time.monotonic()
+        self.total = 0  # lines ever arrived: the log view asks for those after the ones it has
         with session.lock:  # what arrived before the app existed, then everything after
-            self._output.extend(session.output)
+            for line in session.output:
+                self._on_change("output", line)
             self._events.extend(session.events)
             session.subscribe(self._on_change)
 
     def _on_change(self, kind: str, payload: Any) -> None:
         if kind == "output":
-            self._output.append(payload)
+            line = OutputLine(clean_line(payload), self._probe_running())
+            self._output.append(line)
+            with self._history_lock:
+                self._history.append(line)
+                self.total += 1
         elif kind == "event":
             self._events.append(payload)
+        elif kind == "state":
+            self._state_since = time.monotonic()
 
-    def take_output(self) -> list[str]:
+    def _probe_running(self) -> bool:
+        session = self._session
+        held = session.state == "paused" and time.monotonic() - self._state_since > PAUSE_GRACE_SECONDS
+        return held or session.state == "probing" or session.probe_progress is not None
+
+    def take_output(self) -> list[OutputLine]:
         return _drain(self._output)
 
     def take_events(self) -> list[Event]:
         return _drain(self._events)
+
+    def history_since(self, seen: int) -> tuple[list[OutputLine], int]:
+        """The kept lines after the first ``seen`` ever arrived, and the count now: those the log view
+        has not shown yet (fewer than arrived, if more than HISTORY came in between)."""
+        with self._history_lock:
+            new = min(self.total - seen, len(self._history))
+            return list(self._history)[len(self._history) - new:], self.total
 
 
 def _drain(queue: collections.deque) -> list:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 from rich.text import Text
 from textual.widgets import Static
 
-from tuidebug.format import bytes_text, seconds_text
+from tuidebug.format import bytes_text, number, seconds_text
 from tuidebug.session import Session, exit_text
 
 _CODE = re.compile(r"code (-?\d+)")
@@ -42,31 +43,74 @@ def device_text(session: Session) -> str:
 
 
 class RunHeader(Static):
-    """Script and arguments, pid, device; state, step, epoch, elapsed time and speed."""
+    """Three facts lines at most, fitted to the width: who runs where, how it is doing, and why it
+    stopped; a fact that does not fit is left out whole or goes to the next line, never cut."""
 
     def __init__(self, script: str, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.script = script
 
     def show(self, session: Session, break_on_nan: bool) -> None:
+        width = self.content_size.width or self.app.size.width - 2  # before the first layout
         with session.lock:
-            text = header_text(session, self.script, break_on_nan)
+            text = header_text(session, self.script, break_on_nan, width)
         self.update(text)
 
 
-def header_text(session: Session, script: str, break_on_nan: bool) -> Text:
+GAP = "  "
+
+
+def header_text(session: Session, script: str, break_on_nan: bool, width: int = 200) -> Text:
+    """Line 1: tuidebug, pid, device, the NaN break, then the script (the one part that may be cut,
+    from its end, after its folders went). Line 2: the state, the figures always shown, the state's
+    detail (why it paused) if it fits, else on line 3, then the figures that fit."""
     pid = session.pid if session.pid is not None else "-"
-    first = Text.assemble(("tuidebug ", "bold"), script, f"   pid {pid}   ", device_text(session),
-                          f"   NaN break {'on' if break_on_nan else 'off'}")
+    facts = Text.assemble(("tuidebug", "bold"), GAP, f"pid {pid}", GAP, device_text(session),
+                          GAP, f"NaN break {'on' if break_on_nan else 'off'}")
+    first = facts + Text(GAP + script_text(script, width - facts.cell_len - len(GAP)))
     state, detail = state_text(session)
-    rate = session.steps_per_second()
-    parts = [f"step {session.step}"]
+    needed, optional = progress_facts(session)
+    second = Text.assemble((state.upper(), STATE_STYLES.get(state.split(",")[0], "bold")))
+    room = width - second.cell_len - len(GAP)
+    lines = [first, second]
+    if detail and len(GAP.join([*needed, detail])) <= room:
+        facts = [*packed(needed, optional, room - len(GAP + detail)), detail]
+    else:
+        facts = packed(needed, optional, room)
+        if detail:
+            lines.append(Text(detail))  # not even beside the needed figures: a line of its own
+    second.append("".join(GAP + fact for fact in facts))
+    return Text("\n").join(lines)  # a line still too long is cut by the stylesheet
+
+
+def progress_facts(session: Session) -> tuple[list[str], list[str]]:
+    """The second line's figures: those always shown, and those shown where they fit."""
+    rate, samples = session.steps_per_second(), session.samples_per_second()
+    needed = [f"step {session.step}"]
     if session.epoch is not None:
-        parts.append(f"epoch {session.epoch}")
-    parts.append(f"elapsed {seconds_text(session.elapsed)}")
-    parts.append(f"{rate:.1f} steps/s" if rate is not None else "- steps/s")
-    # The detail (why it paused, the exit code) goes last: it is the part that may be cut off.
-    style = STATE_STYLES.get(state.split(",")[0], "bold")
-    second = Text.assemble((state.upper(), style), "   ", "   ".join(parts),
-                           f"   {detail}" if detail else "")
-    return Text("\n").join([first, second])  # cut, not wrapped, by the stylesheet
+        needed.append(f"epoch {session.epoch}")
+    needed.append(f"{rate:.1f} steps/s" if rate is not None else "- steps/s")
+    needed.append(f"lr {number(session.lr.latest)}")
+    optional = [f"elapsed {seconds_text(session.elapsed)}"]
+    if samples is not None:
+        optional.append(f"{samples:.0f} samples/s")
+    return needed, optional
+
+
+def packed(needed: list[str], optional: list[str], room: int) -> list[str]:
+    """The needed facts, then as many of the optional ones, in order, as fit in ``room`` columns."""
+    facts = list(needed)
+    for fact in optional:
+        if len(GAP.join([*facts, fact])) > room:
+            break
+        facts.append(fact)
+    return facts
+
+
+def script_text(script: str, room: int) -> str:
+    """The script and its arguments in ``room`` columns: whole if they fit, else without the script's
+    folders, else cut at the end."""
+    if len(script) <= room:
+        return script
+    short = " ".join(os.path.basename(word) if word.endswith(".py") else word for word in script.split(" "))
+    return short if len(short) <= room else short[: max(room - 1, 0)] + "…"

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Log, RichLog
 
 from tuidebug.protocol import Event
+
+if TYPE_CHECKING:
+    from tuidebug.screens.feed import OutputLine
 
 MAX_LINES = 2_000
 STEP_WIDTH = 6
@@ -59,12 +63,36 @@ class EventLog(RichLog):
             self.write(event_row(event))
 
 
-class OutputPane(Log):
+class FollowsTail:
+    """A scrolling widget that stays at its end while new lines come, until the user scrolls up; at
+    the end again (End, G, the wheel), it follows again. Its own flag, not "is it at the end now":
+    a resize or a flood moves the end away from a pane that was following it."""
+
+    following = True
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)  # type: ignore[misc]
+        self.following = new >= self.max_scroll_y  # type: ignore[attr-defined]
+
+    def keep_at_tail(self) -> None:
+        """Call after new lines, a resize or a relayout: back to the end, if following."""
+        if self.following:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)  # type: ignore[attr-defined]
+
+
+PROBE_MARK = "probe│ "  # the dashboard's pane marks the lines a probe's borrowed iterations printed
+
+
+class OutputPane(FollowsTail, Log):
     """The script's stdout and stderr, scrollable, never interpreted as terminal codes."""
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(max_lines=MAX_LINES, highlight=False, **kwargs)
+        super().__init__(max_lines=MAX_LINES, highlight=False, auto_scroll=False, **kwargs)
 
-    def add(self, lines: list[str]) -> None:
+    def add(self, lines: list[OutputLine]) -> None:
         if lines:
-            self.write_lines([clean_line(line) for line in lines])
+            self.write_lines([PROBE_MARK + line.text if line.probe else line.text for line in lines])
+        self.keep_at_tail()
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.keep_at_tail)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from tuidebug.session import Series
 
@@ -36,8 +37,8 @@ def downsample(points: Points, limit: int) -> Points:
         return []
     if len(points) <= limit:
         return points
-    size = math.ceil(len(points) / limit)
-    buckets = [points[i : i + size] for i in range(0, len(points), size)]
+    count = len(points)  # ``limit`` buckets of nearly equal size: a chart or sparkline fills its width
+    buckets = [points[i * count // limit : (i + 1) * count // limit] for i in range(limit)]
     means = [(b[0][0], sum(y for _, y in b) / len(b)) for b in buckets]
     means[-1] = points[-1]
     return means
@@ -93,3 +94,62 @@ def log_ticks(low: float, high: float, count: int) -> list[float]:
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
     stride = max(1, math.ceil((last - first + 1) / max(count, 1)))
     return [10.0**k for k in range(first, last + 1, stride)]
+
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+OUTLIER_FACTOR = 100.0  # a value this far above the typical top is a spike: off the sparkline's scale
+LOG_DECADES = 2.0  # a range wider than this many decades is drawn on a log scale
+
+
+@dataclass(frozen=True)
+class SparkScale:
+    """The y range a sparkline draws; values above ``high`` are spikes, drawn as off the scale."""
+
+    low: float
+    high: float
+    log: bool
+
+
+def spark_scale(values: Sequence[float]) -> SparkScale:
+    """A scale for the typical values: one spike (a 1e19 gradient norm) is left above it instead of
+    flattening the rest, and a range of several decades (a loss from 2.5 to 0.001) is drawn as log."""
+    ordered = sorted(values)
+    typical = ordered[int(0.9 * (len(ordered) - 1))]
+    cap = typical * OUTLIER_FACTOR if typical > 0 else math.inf
+    high = max((v for v in ordered if v <= cap), default=ordered[-1])
+    low = ordered[0]
+    log = low > 0 and math.log10(high / low) > LOG_DECADES
+    return SparkScale(low, high, log)
+
+
+@dataclass(frozen=True)
+class Spark:
+    """A sparkline: one block character per column, the columns above its scale (drawn SPIKE), and
+    whether the scale is logarithmic."""
+
+    line: str
+    spikes: list[int]
+    log: bool
+
+
+SPIKE = "▲"
+
+
+def sparkline(points: Points, width: int) -> Spark:
+    """The finite points as block characters, one column per point after downsampling to ``width``."""
+    values = [y for _, y in downsample(finite(points), width)]
+    if not values:
+        return Spark("", [], False)
+    scale = spark_scale(values)
+    spikes = [i for i, v in enumerate(values) if v > scale.high]
+    line = "".join(SPIKE if v > scale.high else BLOCKS[_level(v, scale)] for v in values)
+    return Spark(line, spikes, scale.log)
+
+
+def _level(value: float, scale: SparkScale) -> int:
+    """1 (the lowest value: still a visible bar) to 8 (the top of the scale)."""
+    if scale.high <= scale.low:
+        return 1
+    position = (math.log10(value / scale.low) / math.log10(scale.high / scale.low) if scale.log
+                else (value - scale.low) / (scale.high - scale.low))
+    return 1 + round(position * 7)

@@ -11,6 +11,8 @@ from rich.console import Console
 from textual.app import App
 from textual.pilot import Pilot
 
+from tuidebug.screens.footer import KeysFooter
+
 
 def screen_text(app: App) -> str:
     """The screen as plain text, rendered the way App.export_screenshot renders it."""
@@ -36,3 +38,15 @@ async def shows(pilot: Pilot, *texts: str, timeout: float = 30.0) -> None:
 
 async def reads(pilot: Pilot, pattern: str) -> None:
     await until(pilot, lambda: re.search(pattern, screen_text(pilot.app)) is not None, repr(pattern))
+
+
+def footer_keys(app: App) -> list[str]:
+    """The keys the screen's footer shows, each as a whole key reads: "space Resume"."""
+    keys = app.screen.query_one(KeysFooter).query("FooterKey")
+    return [f"{key.key_display} {key.description}" for key in keys]
+
+
+def keys_cut(app: App) -> list[str]:
+    """The footer's keys that its last line does not show whole (none, in a footer that fits)."""
+    last = screen_text(app).splitlines()[-1]
+    return [key for key in footer_keys(app) if key not in last] + (["…"] if "…" in last else [])

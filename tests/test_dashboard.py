@@ -9,14 +9,14 @@ import pytest
 from textual.app import App, ComposeResult
 
 from conftest import EXAMPLES, SCRIPTS
-from pilot import reads, screen_text, shows, until
+from pilot import footer_keys, keys_cut, reads, screen_text, shows, until
 from tuidebug.app import TuidebugApp
 from tuidebug.format import number
-from tuidebug.protocol import Device, Memory
+from tuidebug.protocol import Device, Memory, State, Step
 from tuidebug.screens import plotdata
 from tuidebug.screens.charts import MemoryPane
 from tuidebug.screens.dialogs import QuitScreen, RunToStepScreen
-from tuidebug.screens.header import device_text
+from tuidebug.screens.header import device_text, header_text
 from tuidebug.screens.layers import LayerTableScreen, layer_rows
 from tuidebug.screens.tree import TreeScreen
 from tuidebug.screens.logs import OutputPane, clean_line
@@ -73,7 +73,7 @@ async def test_run_to_step_pauses_there(start_run):
         await shows(pilot, "Enter a step after 3.")
         await pilot.press("backspace", "1", "2", "enter")
         await until(pilot, lambda: session.state == "paused" and session.step == 12, "the pause at step 12")
-        await until(pilot, lambda: "PAUSED   step 12" in screen_text(app), "the header to follow")
+        await until(pilot, lambda: "PAUSED  step 12" in screen_text(app), "the header to follow")
         assert "break at step 12" in screen_text(app)
 
 
@@ -147,31 +147,47 @@ async def test_quit_asks_while_the_script_runs(start_run):
         await until(pilot, lambda: app.return_code is not None, "the app to exit")
 
 
-async def test_narrow_terminal_shows_one_chart_and_every_key(start_run):
+SIZES = [(80, 24), (100, 30), (120, 40), (200, 50)]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+async def test_every_size_shows_loss_gradient_norm_and_memory_at_once(start_run, size):
+    run, session = start_run(EXAMPLES / "healthy_mlp.py", "--epochs", "1")
+    app = TuidebugApp(run)
+    async with app.run_test(size=size) as pilot:
+        await shows(pilot, "FINISHED, CODE 0")
+        await until(pilot, lambda: session.memory is not None, "a memory reading")
+        # The latest of each figure, by its name: the loss, the gradient norm (in its chart's figures or
+        # its compact row), the memory.
+        await reads(pilot, rf"\bloss\s+{re.escape(number(session.loss.latest))}\b")
+        await reads(pilot, rf"\bnorm\s+{re.escape(number(session.grad_norm.latest))}\b")
+        await reads(pilot, r"RSS \(CPU\)\s+\d+\.\d MiB")
+        header = screen_text(app).splitlines()[:3]
+        assert "…" not in "".join(header), header
+        for fact in (f"step {session.step}", f"epoch {session.epoch}", "steps/s",
+                     f"lr {number(session.lr.latest)}", "healthy_mlp.py", f"pid {session.pid}"):
+            assert fact in "".join(header), (fact, header)
+        # The footer recomposes when the run ends: wait for it to show its keys, every one whole.
+        await until(pilot, lambda: "q Quit" in footer_keys(app) and keys_cut(app) == [], "a footer with no key cut")
+
+
+async def test_a_short_screen_draws_one_chart_in_full_and_c_picks_the_next(start_run):
     run, session = start_run(EXAMPLES / "healthy_mlp.py", "--epochs", "1")
     app = TuidebugApp(run)
     async with app.run_test(size=(80, 24)) as pilot:
         await shows(pilot, "FINISHED")
-        assert app.screen.has_class("narrow")
+        assert app.screen.has_class("narrow") and app.screen.has_class("short")
         # The script is over: no step, run-to or NaN break; the post-mortem process can still be inspected.
-        await shows(pilot, "d Diagnose i Inspect c Chart l Log t Layers q Quit ? Help")
-        assert "Step" not in screen_text(app).splitlines()[-1]
-        await shows(pilot, "⡇ raw", "events", "script output", "step 16 loss")
-        assert "gradient norm" not in screen_text(app)
+        await shows(pilot, "d Diagnose i Inspect c Chart l Log t Layers o Output q Quit ? Help")
+        await shows(pilot, "⡇ raw", "gradient norm  ", "events", "script output", "step 16 loss")
+        assert "largest" not in screen_text(app)  # the gradient norm is a compact row: no full figures
         await pilot.press("c")
-        await shows(pilot, "gradient norm")
+        await shows(pilot, "largest", "AMP skips")  # the gradient norm's chart, in full
+        await reads(pilot, rf"loss  {re.escape(number(session.loss.latest))}  min ")  # the loss, compact
         assert "smoothed" not in screen_text(app)
-
-
-async def test_wide_terminal_shows_all_three_charts(start_run):
-    run, session = start_run(EXAMPLES / "healthy_mlp.py", "--epochs", "1")
-    app = TuidebugApp(run)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await shows(pilot, "FINISHED")
-        assert not app.screen.has_class("narrow")
-        screen = screen_text(app)
-        assert "smoothed" in screen and "gradient norm" in screen and "RSS (CPU)" in screen
-        assert "c Chart" not in screen  # nothing to cycle when all charts fit
+        await pilot.resize_terminal(120, 40)
+        await shows(pilot, "smoothed", "largest", "RSS (CPU), MiB")  # tall enough: three charts in full
+        assert "c Chart" not in footer_keys(app)
 
 
 async def test_no_color_keeps_the_lines_apart(start_run, monkeypatch):
@@ -183,14 +199,6 @@ async def test_no_color_keeps_the_lines_apart(start_run, monkeypatch):
         await shows(pilot, "FINISHED")
         screen = screen_text(app)
         assert "⡇ raw" in screen and "• smoothed" in screen  # told apart by marker, not by colour
-
-
-@pytest.mark.parametrize("size", [(80, 24), (100, 30), (200, 60)])
-async def test_every_size_shows_the_header_and_footer(start_run, size):
-    run, session = start_run(EXAMPLES / "healthy_mlp.py", "--epochs", "1")
-    app = TuidebugApp(run)
-    async with app.run_test(size=size) as pilot:
-        await shows(pilot, "tuidebug", "healthy_mlp.py", "q Quit")
 
 
 # --- the pure helpers behind the panes -----------------------------------------------------------
@@ -215,6 +223,39 @@ def test_non_finite_and_non_positive_values_are_left_out_of_a_chart():
     points = [(1, 0.5), (2, math.nan), (3, math.inf), (4, 0.0), (5, -1.0)]
     assert plotdata.finite(points) == [(1, 0.5), (4, 0.0), (5, -1.0)]
     assert plotdata.finite(points, positive=True) == [(1, 0.5)]
+
+
+def test_one_spike_does_not_flatten_the_sparkline():
+    healthy = [(float(x), 0.5 + 0.3 * math.sin(x / 3)) for x in range(60)]
+    spark = plotdata.sparkline([*healthy, (60.0, 1.6e19)], width=61)
+    line = spark.line
+    assert spark.spikes == [60] and line[-1] == plotdata.SPIKE and not spark.log
+    assert len(set(line[:-1])) >= 6  # the healthy history keeps its shape: most of the 8 levels in use
+
+
+def test_a_range_of_decades_is_drawn_on_a_log_scale():
+    decaying = [(float(x), 2.5 * 10 ** (-x / 20)) for x in range(80)]  # 2.5 down to 2.5e-4
+    spark = plotdata.sparkline(decaying, width=80)
+    assert spark.log and spark.spikes == []
+    steps = [plotdata.BLOCKS.index(c) for c in spark.line]
+    assert steps == sorted(steps, reverse=True) and len(set(steps)) == 8  # evenly down the levels, not a cliff
+
+
+def test_the_header_fits_80_columns_without_cutting_a_fact():
+    session = Session("train.py", [])
+    session.ingest(Device(kind="cpu", name="cpu"))
+    for step in range(1, 30):
+        session.ingest(Step(step=step, time=step, loss=0.5, lrs=[3e-4], step_seconds=0.01, batch_size=64, epoch=2))
+    session.ingest(State(state="paused", step=29, reason="non-finite gradient before the optimizer step"))
+    script = "/home/user/projects/very/long/folder/name/train.py --epochs 3 --lr 3e-4"
+    lines = header_text(session, script, True, width=78).plain.splitlines()
+    assert all(len(line) <= 78 for line in lines) and "…" not in "".join(lines)
+    assert "train.py --epochs 3 --lr 3e-4" in lines[0] and "NaN break on" in lines[0]
+    for fact in ("PAUSED", "step 29", "epoch 2", "100.0 steps/s", "lr 0.0003"):
+        assert fact in lines[1]
+    assert lines[2] == "non-finite gradient before the optimizer step"
+    wide = header_text(session, script, True, width=160).plain.splitlines()
+    assert len(wide) == 2 and wide[1].endswith("6400 samples/s  non-finite gradient before the optimizer step")
 
 
 def test_script_output_cannot_drive_the_terminal():

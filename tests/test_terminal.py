@@ -117,13 +117,16 @@ def test_after_a_hangup_attach_shows_the_run_again_with_its_output(terminal, tmp
                             "XDG_CACHE_HOME": str(tmp_path)}, timeout=60)
     assert f"{child.pid}" in listed.stdout and "detached" in listed.stdout
 
-    terminal.close()
-    terminal.start(f"XDG_CACHE_HOME={tmp_path} {TUIDEBUG} attach {child.pid}")
-    screen = terminal.wait_for(f"pid {child.pid}", "RUNNING", "attached to run", timeout=90)
-    printed = [int(step) for step in re.findall(r"step (\d+) loss", screen)]
-    assert printed and max(printed) > 3  # printed after the hangup: read back from the run's log
-    terminal.press("q")
-    terminal.wait_for("Stop and quit")
-    terminal.press("y")
-    terminal.wait_for("tuidebug exited")
-    child.wait(30)
+    second = Terminal(f"tuidebug-test-{os.getpid()}-attach")  # a new terminal, as after logging in again
+    try:
+        second.start(f"XDG_CACHE_HOME={tmp_path} {TUIDEBUG} attach {child.pid}")
+        screen = second.wait_for(f"pid {child.pid}", "RUNNING", "attached to run", timeout=90)
+        printed = [int(step) for step in re.findall(r"step (\d+) loss", screen)]
+        assert printed and max(printed) > 3  # printed after the hangup: read back from the run's log
+        second.press("q")
+        second.wait_for("Stop and quit")
+        second.press("y")
+        second.wait_for("tuidebug exited")
+        child.wait(30)
+    finally:
+        second.close()

@@ -8,21 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from importlib.resources import files
 from typing import Any
 
 from textual.app import App
 from textual.binding import Binding
 
-from tuidebug.attach import AttachedRun
+from tuidebug.attach import AttachedRun, ListenedRun
 from tuidebug.launcher import ChildRun, Target, exit_status
 from tuidebug.screens.dashboard import DashboardScreen
 from tuidebug.screens.dialogs import QuitScreen
 from tuidebug.screens.feed import Feed
 from tuidebug.screens.header import SCRIPT_OVER
 from tuidebug.screens.help import HelpScreen
+from tuidebug.screens.savedoutput import OutputFile
 from tuidebug.session import Session
 
+Run = ChildRun | AttachedRun | ListenedRun  # started here, attached to, or listened for
 QUIT_GRACE_SECONDS = 5.0  # for the child to leave its post-mortem hold and exit with the script's code
 
 
@@ -39,7 +42,7 @@ class TuidebugApp(App[None]):
         Binding("ctrl+c", "quit", "Quit", id="app.interrupt", show=False),
     ]
 
-    def __init__(self, run: ChildRun | AttachedRun, break_on_nan: bool = True) -> None:
+    def __init__(self, run: Run, break_on_nan: bool = True) -> None:
         super().__init__()
         self.child = run
         self.feed = Feed(run.session)
@@ -93,9 +96,14 @@ def run_app(target: Target, agent_options: dict[str, Any], mouse: bool = True) -
     return show(run, agent_options.get("break_on_nan", True), mouse)
 
 
-def show(run: ChildRun | AttachedRun, break_on_nan: bool = True, mouse: bool = True) -> int:
-    """The dashboard of a run, started here or attached to, until the user quits or the screen goes."""
+def show(run: Run, break_on_nan: bool = True, mouse: bool = True) -> int:
+    """The dashboard of a run, started here or attached to, until the user quits or the screen goes;
+    then one line on stderr says where the script's whole output went."""
     app = TuidebugApp(run, break_on_nan=break_on_nan)
+    try:
+        saved: OutputFile | str = OutputFile.create(run.session, run.target.name)
+    except OSError as exc:
+        saved = f"not written: {exc}"
     try:
         app.run(mouse=mouse)
     finally:
@@ -103,12 +111,17 @@ def show(run: ChildRun | AttachedRun, break_on_nan: bool = True, mouse: bool = T
             run.server.close()  # the private socket folder goes; the child is left to train
         else:
             code = _finish(run)
+        if isinstance(saved, OutputFile):
+            saved.close()
+            saved = str(saved.path)
+    if app.detached_by != signal.SIGHUP:  # no terminal left to read it after a hang-up
+        sys.stderr.write(f"tuidebug: the script's output: {saved}\n")
     if app.detached_by is not None:
         return 128 + app.detached_by
     return app.return_code or exit_status(code)  # Textual's 1 if the app itself failed
 
 
-def _finish(run: ChildRun | AttachedRun) -> int:
+def _finish(run: Run) -> int:
     """Let a child whose script is over exit by itself, with the script's code, then stop whatever is
     left. A script still running when the user quit was stopped on the user's word: a clean quit, 0,
     not the 143 of the SIGTERM that stopped it."""

@@ -171,7 +171,7 @@ class ListenedRun:
     def __init__(self, session: Session, host: str, port: int) -> None:
         self.session = session
         self.server = AgentServer(session, tcp=(host, port))
-        self.target = Target(f"listening on {self.server.address}")
+        self.target = Target("listen", [f"on {self.server.address}"])  # the header shows where it listens
         self.process = None
         self._started = False
 
