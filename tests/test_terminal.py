@@ -80,20 +80,26 @@ def test_a_crash_at_80x24_without_colour_exits_with_the_script_code(terminal):
     terminal.wait_for("tuidebug exited 1")
 
 
-@pytest.mark.fault('the terminal closes (SIGHUP) while the script prints',
-                   'the screen goes, the run trains to its end, its output in the log')
-def test_a_hangup_closes_the_screen_and_the_run_trains_on(terminal, tmp_path):
-    """The terminal closed (SIGHUP): tuidebug leaves, the script trains to its end, its output in the log."""
+def run_then_hang_up(terminal: Terminal, cache: Path, args: str) -> psutil.Process:
+    """pat_steps.py under tuidebug in ``terminal`` until it prints, then the terminal's hang-up
+    (SIGHUP to tuidebug); the script's process, left to train."""
     script = SCRIPTS / "pat_steps.py"
-    terminal.start(f"XDG_CACHE_HOME={tmp_path} {TUIDEBUG} {script} --steps 150 --sleep 0.05")
+    terminal.start(f"XDG_CACHE_HOME={cache} {TUIDEBUG} {script} {args}")
     terminal.wait_for("step 3 loss")
     [screen] = [p for p in psutil.process_iter(["cmdline"])
                 if str(TUIDEBUG) in (p.info["cmdline"] or [])[1:2] and str(script) in (p.info["cmdline"] or [])]
     [child] = screen.children()
-
     screen.send_signal(signal.SIGHUP)
-
     terminal.wait_for(f"tuidebug exited {128 + signal.SIGHUP}")
+    return child
+
+
+@pytest.mark.fault('the terminal closes (SIGHUP) while the script prints',
+                   'the screen goes, the run trains to its end, its output in the log')
+def test_a_hangup_closes_the_screen_and_the_run_trains_on(terminal, tmp_path):
+    """The terminal closed (SIGHUP): tuidebug leaves, the script trains to its end, its output in the log."""
+    child = run_then_hang_up(terminal, tmp_path, "--steps 150 --sleep 0.05")
+
     assert child.is_running()
     child.wait(60)  # not tuidebug's own child any more: no exit code to read, the log says how it ended
     [log] = (tmp_path / "tuidebug" / "logs").glob("pat_steps-*.log")
@@ -104,14 +110,7 @@ def test_a_hangup_closes_the_screen_and_the_run_trains_on(terminal, tmp_path):
                    '`tuidebug ls` lists the run, `tuidebug attach` shows it with its output, q stops it')
 def test_after_a_hangup_attach_shows_the_run_again_with_its_output(terminal, tmp_path):
     """The terminal closed; a new one lists the run, attaches to it, sees it train and print, and quits it."""
-    script = SCRIPTS / "pat_steps.py"
-    terminal.start(f"XDG_CACHE_HOME={tmp_path} {TUIDEBUG} {script} --steps 3000 --sleep 0.02")
-    terminal.wait_for("step 3 loss")
-    [screen] = [p for p in psutil.process_iter(["cmdline"])
-                if str(TUIDEBUG) in (p.info["cmdline"] or [])[1:2] and str(script) in (p.info["cmdline"] or [])]
-    [child] = screen.children()
-    screen.send_signal(signal.SIGHUP)
-    terminal.wait_for(f"tuidebug exited {128 + signal.SIGHUP}")
+    child = run_then_hang_up(terminal, tmp_path, "--steps 3000 --sleep 0.02")
 
     listed = subprocess.run([str(TUIDEBUG), "ls"], capture_output=True, text=True, env={**os.environ,
                             "XDG_CACHE_HOME": str(tmp_path)}, timeout=60)
