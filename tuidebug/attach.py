@@ -15,6 +15,7 @@ import re
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import IO
 
 import psutil
@@ -80,9 +81,7 @@ class AttachedRun:
             return False
 
     def wait(self, timeout: float | None = None) -> int | None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.running and (deadline is None or time.monotonic() < deadline):
-            time.sleep(POLL_SECONDS)
+        _wait_while(lambda: self.running, timeout)
         return None if self.running else self._reported_code()
 
     def stop(self, grace: float = 3.0) -> None:
@@ -129,6 +128,13 @@ class AttachedRun:
             time.sleep(POLL_SECONDS)
         if log is not None:
             log.close()
+
+
+def _wait_while(running: Callable[[], bool], timeout: float | None) -> None:
+    """Poll until ``running()`` is false or ``timeout`` seconds passed: a run that is not our child."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while running() and (deadline is None or time.monotonic() < deadline):
+        time.sleep(POLL_SECONDS)
 
 
 def choose(pid: int | None) -> runs.RunRecord:
@@ -195,9 +201,7 @@ class ListenedRun:
         return (not self.session.ranks and self.session.hello is None) or self.server.connected
 
     def wait(self, timeout: float | None = None) -> int | None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.running and (deadline is None or time.monotonic() < deadline):
-            time.sleep(POLL_SECONDS)
+        _wait_while(lambda: self.running, timeout)
         return None
 
     def stop(self, grace: float = 3.0) -> None:
