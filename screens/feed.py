@@ -5,28 +5,22 @@ a listener queues each one as it arrives (a deque append, cheap on the reader th
 dashboard's timer drains the queue. No Textual message is posted per line.
 
 Each line is cleaned once here (a progress bar's carriage returns collapsed, control codes gone) and
-marked when a probe printed it: a probe borrows iterations of the script's own loop, whose prints are
-not the run's progress. The agent says "probing" only after the first borrowed iteration, so a line is
-marked when it comes while a probe reports progress, or while the run is paused: a held loop prints
-nothing, so what comes then is a probe's (or another thread's). The lines come over the output pipe,
-the state over the socket: a line printed just before a pause may arrive just after it, so the pause
-counts after PAUSE_GRACE_SECONDS only (a probe starts on a key press, later than that).
+keeps its mark when a probe printed it (a probe borrows iterations of the script's own loop, whose
+prints are not the run's progress; the agent frames them in the output stream, see agent/output.py).
 """
 
 from __future__ import annotations
 
 import collections
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from tuidebug.protocol import Event
 from tuidebug.screens.logs import clean_line
-from tuidebug.session import Session
+from tuidebug.session import PrintedLine, Session
 
 KEEP = 2_000
-PAUSE_GRACE_SECONDS = 0.25
 HISTORY = 20_000  # lines the log view can scroll back through (the log file keeps them all)
 
 
@@ -43,30 +37,23 @@ class Feed:
         self._events: collections.deque[Event] = collections.deque(maxlen=keep)
         self._history: collections.deque[OutputLine] = collections.deque(maxlen=history)
         self._history_lock = threading.Lock()
-        self._state_since = time.monotonic()
         self.total = 0  # lines ever arrived: the log view asks for those after the ones it has
         with session.lock:  # what arrived before the app existed, then everything after
-            for line in session.output:
-                self._on_change("output", line)
+            for printed in session.printed_lines():
+                self._on_change("output", printed)
             self._events.extend(session.events)
             session.subscribe(self._on_change)
 
     def _on_change(self, kind: str, payload: Any) -> None:
         if kind == "output":
-            line = OutputLine(clean_line(payload), self._probe_running())
+            printed: PrintedLine = payload
+            line = OutputLine(clean_line(printed.text), printed.by_probe)
             self._output.append(line)
             with self._history_lock:
                 self._history.append(line)
                 self.total += 1
         elif kind == "event":
             self._events.append(payload)
-        elif kind == "state":
-            self._state_since = time.monotonic()
-
-    def _probe_running(self) -> bool:
-        session = self._session
-        held = session.state == "paused" and time.monotonic() - self._state_since > PAUSE_GRACE_SECONDS
-        return held or session.state == "probing" or session.probe_progress is not None
 
     def take_output(self) -> list[OutputLine]:
         return _drain(self._output)

@@ -47,7 +47,7 @@ class OutputFile:
 
     def _on_change(self, kind: str, payload: Any) -> None:
         if kind == "output":
-            self._write(payload)
+            self._write(payload.text)
 
     def _write(self, line: str) -> None:
         with self._lock:

@@ -13,7 +13,8 @@ from conftest import EXAMPLES, SCRIPTS, wait_for
 from pilot import screen_text, shows, until
 from test_terminal import TUIDEBUG, Terminal
 from tuidebug.app import TuidebugApp
-from tuidebug.launcher import ChildRun, Target
+from tuidebug import protocol
+from tuidebug.launcher import ChildRun, Target, split_probe_marker
 from tuidebug.screens.dashboard import DashboardScreen
 from tuidebug.screens.logs import OutputPane
 from tuidebug.screens.logview import LogViewScreen, OutputView
@@ -52,15 +53,18 @@ async def test_the_output_pane_follows_a_flood_across_resizes(start_run):
         assert at_tail(pane)
 
 
-async def test_the_log_view_follows_searches_wraps_and_marks_new_output(start_run):
-    run, session = start_run(FLOOD, "--steps", "100", "--sleep", "0.05")
+async def test_the_log_view_follows_searches_wraps_and_marks_new_output(start_run, tmp_path):
+    gate = tmp_path / "go-on"
+    run, session = start_run(FLOOD, "--steps", "100", "--gate", str(gate), "--gate-after", "5")
     app = TuidebugApp(run)
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: any("flood step 5 " in line for line in session.output), "the flood")
+        await until(pilot, lambda: any(line.startswith("long line 5 ") for line in session.output), "the flood")
         await pilot.press("o")
         await until(pilot, lambda: isinstance(app.screen, LogViewScreen), "the log view on o")
         view = app.screen.query_one(OutputView)
-        await pilot.press("pageup")  # scrolled up: the view stays, a marker says output is coming below
+        await pilot.press("pageup")
+        await until(pilot, lambda: not view.following, "pageup to leave the tail")
+        gate.touch()  # the flood goes on while the view is scrolled up: it stays, a marker says what came
         await shows(pilot, "new output ↓")
         top = view.scroll_y
         await pilot.pause(0.5)
@@ -111,6 +115,14 @@ async def test_lines_a_probe_printed_are_marked(start_run):
         assert not any(marked[:printed_before]) and all(marked[printed_before:])
         await pilot.press("escape")
         await shows(pilot, f"probe│ {session.output[-1]}"[:30])  # the dashboard's pane marks them too
+
+
+def test_the_agents_markers_are_split_from_the_scripts_text():
+    begins, ends = protocol.PROBE_OUTPUT_BEGINS, protocol.PROBE_OUTPUT_ENDS
+    assert split_probe_marker(begins) == (None, begins)  # on a line of its own
+    assert split_probe_marker("progress 3: 50%" + ends) == ("progress 3: 50%", ends)  # after an open line
+    assert split_probe_marker("step 10 loss 0.5") == ("step 10 loss 0.5", None)
+    assert split_probe_marker(begins + " and more") == (begins + " and more", None)  # only at a line's end
 
 
 def test_the_log_file_holds_every_line_and_is_private(tmp_path):

@@ -84,6 +84,7 @@ class ChildRun:
         env[protocol.ENV_CONFIG] = json.dumps({
             "target": self.target.name, "args": self.target.args, "module": self.target.module,
             "agent": self.agent_options, "stack_file": self.server.stack_file,
+            "marks_probe_output": self.capture_output,
         })
         pipe = subprocess.PIPE if self.capture_output else None
         if self.capture_output:
@@ -179,14 +180,30 @@ class ChildRun:
         thread.start()
 
     def _read_output(self, stream: IO[bytes]) -> None:
+        by_probe = False  # between the agent's markers: a probe's borrowed iterations print
         for raw in iter(stream.readline, b""):
-            self.session.add_output(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            text, marker = split_probe_marker(line)
+            if text is not None:
+                self.session.add_output(text, by_probe=by_probe)
+            if marker is not None:
+                by_probe = marker == protocol.PROBE_OUTPUT_BEGINS
         stream.close()
 
     def _watch(self) -> None:
         code = self.process.wait()
         self.server.join(timeout=5)
         self.session.child_exited(code)
+
+
+def split_probe_marker(line: str) -> tuple[str | None, str | None]:
+    """A line of the child's output as (the script's text, the agent's marker that ended it): a marker
+    comes on a line of its own, or after what the script printed without a newline; either may be None."""
+    for marker in (protocol.PROBE_OUTPUT_BEGINS, protocol.PROBE_OUTPUT_ENDS):
+        if line.endswith(marker):
+            text = line[: -len(marker)]
+            return (text or None), marker
+    return line, None
 
 
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')

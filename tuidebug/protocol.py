@@ -25,6 +25,13 @@ ENV_ADDRESS = "TUIDEBUG_ADDRESS"
 ENV_TOKEN = "TUIDEBUG_TOKEN"
 ENV_CONFIG = "TUIDEBUG_CONFIG"
 
+# Written by the agent on the script's own stdout, each on a line of its own, around the iterations
+# a probe borrows from the script's loop: in the output stream itself, so that they stay in order with
+# the lines printed between them (the socket and the pipe give no order between each other). OSC
+# sequences no terminal acts on, should one reach a terminal.
+PROBE_OUTPUT_BEGINS = "\x1b]777;tuidebug-probe-output;begin\x07"
+PROBE_OUTPUT_ENDS = "\x1b]777;tuidebug-probe-output;end\x07"
+
 
 class ProtocolError(Exception):
     """A frame that cannot be accepted: oversized, malformed, or of an unknown shape."""

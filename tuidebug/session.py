@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tuidebug.tree import Walk
 from tuidebug.protocol import (
@@ -26,6 +26,13 @@ RECENT_STEPS = 10_000
 COARSE_POINTS = 2_048
 EVENT_LOG = 2_000
 OUTPUT_LINES = 5_000
+
+
+class PrintedLine(NamedTuple):
+    """A line of the script's output, as listeners get it."""
+
+    text: str
+    by_probe: bool  # printed by an iteration of the script's loop that a probe borrowed
 
 
 class Downsampled:
@@ -159,6 +166,7 @@ class Session:
         self.walk: Walk | None = None
         self.events: collections.deque[Event] = collections.deque(maxlen=EVENT_LOG)
         self.output: collections.deque[str] = collections.deque(maxlen=OUTPUT_LINES)
+        self.output_by_probe: collections.deque[bool] = collections.deque(maxlen=OUTPUT_LINES)  # per line
         self._listeners: list[Listener] = []
         self._derived: list[Event] = []
 
@@ -221,11 +229,17 @@ class Session:
         rate = self.steps_per_second() or 0.0
         return furthest + max(2, math.ceil(rate * reach_seconds))
 
-    def add_output(self, line: str) -> None:
+    def add_output(self, line: str, by_probe: bool = False) -> None:
+        """A line the script printed; ``by_probe`` when a probe's borrowed iteration of its loop did."""
         with self.lock:
             self.output.append(line)
+            self.output_by_probe.append(by_probe)
             self.version += 1
-        self._notify("output", line)
+        self._notify("output", PrintedLine(line, by_probe))
+
+    def printed_lines(self) -> list[PrintedLine]:
+        with self.lock:
+            return [PrintedLine(*pair) for pair in zip(self.output, self.output_by_probe)]
 
     def note(self, kind: str, message: str, details: list[str] | None = None) -> None:
         """An event that the TUI side saw itself (a rejected connection, the child's exit)."""

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 import tuidebug.probes  # noqa: F401  (the probe families register themselves on import)
+from tuidebug.agent.output import probe_output
 from tuidebug.agent.snapshot import Snapshot
 from tuidebug.agent.trainers import MODEL_CALL, CopyTrainer, ReplayTrainer, StepAdjuster
 from tuidebug.probe_api import (
@@ -137,6 +138,7 @@ class ProbeRuntime:
         if not self._started:
             return self.begin(fetch())
         self.agent.control.held_seconds += time.perf_counter() - self._handed_at  # a borrowed iteration
+        probe_output(inside=False)
         self._end_mode()
         self._done.set()  # the iteration on the probe's inputs is complete: its losses are in
         self.agent.control.hold(f"probe {self.active.probe} running", "batch", state="probing")
@@ -169,6 +171,7 @@ class ProbeRuntime:
         self._target_index = 0
         self._stepped = False
         self._handed_at = time.perf_counter()
+        probe_output(inside=True)
         return self._replay_input
 
     def schedule_frozen(self) -> bool:
@@ -208,6 +211,7 @@ class ProbeRuntime:
     def finish(self) -> None:
         """Control command from the probe thread: it ended; restore everything and report."""
         self.active = None
+        probe_output(inside=False)
         self.replaying, self._started, self.pending_restore = False, False, None
         if self.snapshot is not None:
             self.snapshot.restore()
@@ -220,6 +224,7 @@ class ProbeRuntime:
 
     def loop_ended(self) -> None:
         """The script ended: a probe waiting on the loop gives up (and is finished in post-mortem)."""
+        probe_output(inside=False)
         self._end_mode()
         self._loop_gone = True
         self._done.set()

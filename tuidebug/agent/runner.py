@@ -34,7 +34,7 @@ from tuidebug.agent.sandbox import WriteSandbox
 from tuidebug.agent.crash import analyse
 from tuidebug.agent.memory import MemoryReader
 from tuidebug.agent.reattach import Reattach
-from tuidebug.agent.output import survive_closed_pipes
+from tuidebug.agent.output import mark_probe_output, survive_closed_pipes
 from tuidebug.protocol import Event, State
 from tuidebug.sites import user_frames
 
@@ -51,6 +51,8 @@ def main() -> None:
     agent_config = AgentConfig.from_dict(config.get("agent", {}))
     argv = [config["target"], *config["args"]]
     survive_closed_pipes(config["target"])
+    if config.get("marks_probe_output"):
+        mark_probe_output()
 
     client = AgentClient(address, token, sampler=MemoryReader().read)
     agent = Agent(agent_config, client)
