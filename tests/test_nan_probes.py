@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import EXAMPLES, wait_for
+from conftest import EXAMPLES, SCRIPTS, wait_for
 from tuidebug.launcher import ChildRun, Target
 from tuidebug.session import Session
 from tuidebug.tree import Walk, load_tree
@@ -14,9 +14,9 @@ CHECKS = ("nan.lr", "nan.inputs", "nan.unsafe_math", "nan.grad_explosion")
 ARGS = {"nan_after_warmup.py": ("--sleep", "0")}
 
 
-def run_checks(script: str, break_at: int | None = None) -> dict:
+def run_checks(script: str, break_at: int | None = None, folder=EXAMPLES) -> dict:
     """Run the script to its first non-finite value (or ``break_at``) and all four checks there."""
-    target = Target(str(EXAMPLES / script), list(ARGS.get(script, ())))
+    target = Target(str(folder / script), list(ARGS.get(script, ())))
     session = Session(target.name, target.args)
     run = ChildRun(target, session, {"break_on_nan": True, "break_at": break_at}, capture_output=True)
     run.start()
@@ -108,3 +108,22 @@ def test_a_healthy_run_passes_all_four_checks_when_paused():
     results = run_checks("healthy_mlp.py", break_at=30)
 
     assert {c: results[c].status for c in CHECKS} == {c: "pass" for c in CHECKS}
+
+
+def test_a_loss_non_finite_before_backward_is_computed_again_on_the_failing_values():
+    """No DataLoader: a replay gets the loop's next batches, which lack the one soft label with zeros.
+    The statement that computed the failing loss, run again on the values its frame held, names the
+    op, its line in the user's loss function and the variable at the edge; the op made safe gives a
+    finite loss on those same values; the operand depends on no weight, so that decides the verdict."""
+    results = run_checks("nan_soft_target_kl.py", folder=SCRIPTS)
+    result = results["nan.unsafe_math"]
+
+    assert result.status == "fail" and "torch.log at nan_soft_target_kl.py:19" in result.summary, result.evidence
+    assert any("computed again on its own values (`loss = soft_kl(model(xb), yb)` at nan_soft_target_kl.py:27): "
+               "nan, non-finite as in the run" in line for line in result.evidence), result.evidence
+    assert any("`soft` = 0 at 3 of 128 entries" in line for line in result.evidence), result.evidence
+    assert result.data["confirmed"] and result.data["definitive"]
+    walk = Walk(load_tree(), branch="nan")
+    for check in CHECKS:
+        walk.record_probe(results[check])
+    assert walk.decided_by(walk.tree["nan.decide"]) == "nan.unsafe_math"

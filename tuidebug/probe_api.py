@@ -16,6 +16,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, ContextManager, Protocol
 
 import torch
@@ -119,6 +120,23 @@ class NeedsLoop(Exception):
     (``diagnose`` re-runs the probe on a second run of the script instead)."""
 
 
+@dataclass
+class HeldFrame:
+    """The user's frame that called backward on a non-finite loss, as it was then: its values stay
+    the failing step's after the probes' replays have run the loop on (and rebound its variables)."""
+
+    path: str
+    line: int
+    function: str
+    locals: dict[str, Any]
+    globals: dict[str, Any]
+
+    @classmethod
+    def of(cls, frame: FrameType) -> HeldFrame:
+        return cls(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, dict(frame.f_locals),
+                   dict(frame.f_globals))
+
+
 class RunView(Protocol):
     """What a probe may read of the run (implemented by the agent)."""
 
@@ -126,7 +144,8 @@ class RunView(Protocol):
     optimizers: list[torch.optim.Optimizer]
     history: Any  # the recent Step records, oldest first
     batches: Any  # the recent captured batches (``Captured``), oldest first
-    failure: Any  # the first non-finite value, or None
+    failure: Any  # the first non-finite value, or None; its ``loss`` and ``held_frame`` (a HeldFrame) when the
+    # loss was non-finite before backward
     facts: Any  # what the hooks observed of the loop (``tuidebug.agent.facts.Facts``)
     crash: Any  # the analysed exception the script raised, or None
 

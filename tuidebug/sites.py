@@ -58,12 +58,16 @@ def is_user_file(path: str) -> bool:
 
 def user_site(frame: FrameType | None = None) -> Site | None:
     """The innermost frame of the user's code at or above ``frame`` (the caller's by default)."""
+    found = user_frame(frame if frame is not None else sys._getframe(1))
+    return Site(found.f_code.co_filename, found.f_lineno, found.f_code.co_name) if found is not None else None
+
+
+def user_frame(frame: FrameType | None = None) -> FrameType | None:
+    """The innermost frame of the user's code at or above ``frame`` (the caller's by default)."""
     frame = frame if frame is not None else sys._getframe(1)
-    while frame is not None:
-        if is_user_file(frame.f_code.co_filename):
-            return Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    while frame is not None and not is_user_file(frame.f_code.co_filename):
         frame = frame.f_back
-    return None
+    return frame
 
 
 def user_frames(tb: TracebackType | None) -> list[FrameType]:

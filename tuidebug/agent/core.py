@@ -36,7 +36,8 @@ from tuidebug.agent.snapshot import Snapshot
 from tuidebug.batches import batch_size_of, tensors_in
 from tuidebug.probes import holders
 from tuidebug.protocol import Event, Step
-from tuidebug.sites import Site, is_user_file, user_site
+from tuidebug.probe_api import HeldFrame
+from tuidebug.sites import Site, is_user_file, user_frame, user_site
 
 MAX_LOSSES_PER_STEP = 256
 HISTORY_STEPS = 2048
@@ -125,6 +126,8 @@ class Failure:
     inputs: list[StepInputs] = field(default_factory=list)
     trials: dict[tuple, Any] = field(default_factory=dict)  # replays already run, shared by the probes
     not_kept: str = ""  # why older batches were not kept (their byte budget), for the bundle
+    loss: torch.Tensor | None = None  # the non-finite loss (detached), when it was caught before backward
+    held_frame: HeldFrame | None = None  # then: the user's frame that called backward, with its values
 
 
 @dataclass
@@ -582,6 +585,10 @@ class Agent:
         value = loss.item() if self.config.break_on_nan else 0.0  # one host sync, only while armed
         if not math.isfinite(value):
             self.event("nonfinite_loss", f"non-finite loss ({value:g}) before backward")
+            self.remember_failure("non-finite loss before backward")
+            frame = user_frame()
+            if self.failure.step == self.step + 1 and self.failure.loss is None and frame is not None:
+                self.failure.loss, self.failure.held_frame = loss, HeldFrame.of(frame)
             self.control.break_on_nonfinite("non-finite loss before backward", "backward")
         else:
             self.control.safe_point("backward")

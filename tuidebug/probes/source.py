@@ -54,12 +54,13 @@ def names_of(value: Any, frames: list[FrameType]) -> list[tuple[str, FrameType]]
                 continue
             seen.add(id(scope))
             for name, held in list(scope.items()):
-                if not name.startswith("__") and _holds(held, value):
+                if not name.startswith("__") and holds(held, value):
                     found.append((name, frame))
     return found
 
 
-def _holds(held: Any, value: Any) -> bool:
+def holds(held: Any, value: Any) -> bool:
+    """Whether a variable's value ``held`` is ``value`` or a view of its data (never a module or a class)."""
     if isinstance(held, (ModuleType, type)) or callable(held) and not hasattr(held, "shape"):
         return False
     try:
@@ -111,6 +112,22 @@ def accumulations(path: str, name: str) -> list[Site]:
                 and any(named(n) for n in ast.walk(node.value)):
             lines.append(Site(path, node.lineno, ""))
     return sorted(set(lines), key=lambda site: site.line)
+
+
+def assignment_before(path: str, name: str, line: int) -> tuple[Site, ast.expr] | None:
+    """The statement that last set ``name`` (``name = <expression>``) before ``line``, in the same
+    function, and its expression; None when it is not a plain assignment (``+=``, a tuple, none)."""
+    tree = _tree(path)
+    if tree is None:
+        return None
+    scope = enclosing_function(path, line)
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id == name and node.lineno < line and enclosing_function(path, node.lineno) == scope:
+            if found is None or node.lineno > found.lineno:
+                found = node
+    return (Site(path, found.lineno, ""), found.value) if found is not None else None
 
 
 def rate_assignments(path: str) -> list[Site]:

@@ -16,12 +16,14 @@ import math
 import re
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, ProbeContext, ProbeOutcome, probe
+from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext, ProbeOutcome, probe
+from tuidebug.probes.failing_loss import failing_loss
 from tuidebug.probes.trials import run_trial, start_point
 from tuidebug.probes.watch import OpWatch, caller_site, op_name, tensors_of
 from tuidebug.sites import Site, is_user_file
@@ -89,6 +91,7 @@ class Culprit:
     site: Site
     detail: str
     backward: bool = False
+    from_data: bool = False  # its operand depends on no weight (labels, features): no rate or clip changes it
 
     @property
     def kind(self) -> str:
@@ -135,8 +138,11 @@ class ForwardWatch(OpWatch):
         made_inf = _finite(inputs) and not _finite(outputs)
         if (made_nan or made_inf) and self.first is None:
             value = "NaN" if made_nan else "Inf"
-            detail = _single_element(name, args, kwargs) or (_range(inputs[0]) if inputs else "")
-            culprit = Culprit(name, site, f"{value} from inputs without it ({detail})")
+            detail = _single_element(name, args, kwargs) or "; ".join(
+                part for part in (_at_boundary(name, args, self.frame), _range(inputs[0]) if inputs else "") if part)
+            operand = _operand(name, args)
+            culprit = Culprit(name, site, f"{value} from inputs without it ({detail})",
+                              from_data=operand is not None and not operand.requires_grad)
             if category(name) != "other":
                 self.first = culprit
             elif self.first_other is None:
@@ -158,6 +164,27 @@ def _single_element(name: str, args: tuple, kwargs: dict) -> str | None:
     if math.prod(x.shape[d] for d in dims) > 1:
         return None
     return f"over dim {dim} of input {tuple(x.shape)}: a single element, a batch of one sample"
+
+
+def _operand(name: str, args: tuple) -> torch.Tensor | None:
+    """The argument whose value decides the op's domain: a division's denominator, else the first."""
+    index = 1 if category(name) == "divide" and name not in ("__rtruediv__", "reciprocal", "reciprocal_", "rsqrt") else 0
+    x = args[index] if index < len(args) else None
+    return x if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() else None
+
+
+def _at_boundary(name: str, args: tuple, frame: FrameType | None) -> str:
+    """The entries of the op's operand on its domain's edge, and the operand's name in the user's frame:
+    "`y` = 0 at 3 of 50 entries"."""
+    kind, operand = category(name), _operand(name, args)
+    if operand is None:
+        return ""
+    x = operand.detach()
+    edges = {"log": [("= 0", x == 0), ("< 0", x < 0)], "divide": [("= 0", x == 0)], "sqrt": [("< 0", x < 0)],
+             "acos": [("outside [-1, 1]", x.abs() > 1)]}.get(kind, [])
+    label = next((f"`{n}`" for n, v in (frame.f_locals.items() if frame else ()) if v is operand), "the operand")
+    said = [f"{label} {edge} at {int(mask.sum())} of {x.numel()} entries" for edge, mask in edges if bool(mask.any())]
+    return ", ".join(said)
 
 
 def _reduced_dim(args: tuple, kwargs: dict) -> Any:
@@ -321,17 +348,19 @@ def watched(forward: ForwardWatch) -> Iterator[None]:
 
 @probe("nan.unsafe_math")
 def unsafe_math(ctx: ProbeContext) -> ProbeOutcome:
-    trainer = ctx.trainer
-    forward, backward = ForwardWatch(), BackwardWatch()
-    trainer.reset(ctx.break_state)
+    on_values = OnFailingValues.check(ctx)  # needs no loop: the failing step's own values were kept
     try:
-        result = trainer.step(trainer.prepare(), Adjust(mode=lambda: watched(forward), before_backward=backward.attach))
-    finally:
-        backward.detach()
+        forward, backward, result = _watched_replay(ctx)
+    except (NeedsLoop, LoopGone, NoPipeline) as exc:
+        if on_values.culprit is None:
+            raise
+        forward, backward, result = ForwardWatch(), BackwardWatch(), None
+        on_values.evidence.append(f"no replay of the failing step: {_why_no_loop(exc)}")
     risky = list(forward.risky.values())
-    evidence = [f"replayed the failing step op by op: loss {result.loss}, "
-                f"gradients {'finite' if result.grads_finite else 'not finite'}"]
-    culprit = forward.first or backward.first
+    evidence = [] if result is None else [f"replayed the failing step op by op: loss {result.loss}, "
+                                          f"gradients {'finite' if result.grads_finite else 'not finite'}"]
+    evidence += on_values.evidence
+    culprit = on_values.culprit or forward.first or backward.first
     data: dict[str, Any] = {"first": culprit.line() if culprit else None, "risky": risky}
     if culprit is None:
         evidence += [f"risky (not yet non-finite): {line}" for line in risky[:8]]
@@ -344,16 +373,101 @@ def unsafe_math(ctx: ProbeContext) -> ProbeOutcome:
                             evidence, data=data)
     evidence.append(f"first non-finite value: {culprit.line()}")
     evidence += [f"risky: {line}" for line in risky[:6]]
-    start = start_point(ctx)
-    as_written = run_trial(ctx, start, Adjust())
-    safe = SafeOp(culprit)
-    fixed = run_trial(ctx, start, Adjust(mode=lambda: safe))
-    evidence += [f"replay from {start.label} as written: {as_written.describe()}",
-                 f"... with {culprit.kind} made safe at {culprit.site.short}: {fixed.describe()}"]
-    data["confirmed"] = as_written.blew_up and fixed.holds
-    data["fixed_loss"] = fixed.final if fixed.holds else None
+    replayed = _trials(ctx, culprit) if result is not None else None
+    if replayed is not None:
+        evidence += replayed.evidence
+    data["confirmed"] = bool(replayed and replayed.confirmed) or on_values.confirmed
+    data["definitive"] = on_values.confirmed and culprit.from_data
+    data["fixed_loss"] = replayed.fixed_loss if replayed else None
     where = "backward" if culprit.backward else "forward"
     summary = (f"unsafe math: {display_name(culprit.op)} at {culprit.site.short} gives a non-finite value in {where}"
                + (f" ({culprit.detail.split('; ')[-1]})" if culprit.backward else ""))
+    from_data = " (the operand comes from the data: clamp it into the domain where it is made, or drop the rows " \
+        "on the edge)" if data["definitive"] else ""
     return ProbeOutcome(FAIL, summary, evidence,
-                        f"at {culprit.site.short} (`{culprit.site.text}`): {FIXES[culprit.kind]}", data=data)
+                        f"at {culprit.site.short} (`{culprit.site.text}`): {FIXES[culprit.kind]}{from_data}", data=data)
+
+
+def _watched_replay(ctx: ProbeContext) -> tuple[ForwardWatch, BackwardWatch, Any]:
+    """The failing step replayed once under both watches."""
+    trainer = ctx.trainer
+    forward, backward = ForwardWatch(), BackwardWatch()
+    trainer.reset(ctx.break_state)
+    try:
+        result = trainer.step(trainer.prepare(), Adjust(mode=lambda: watched(forward), before_backward=backward.attach))
+    finally:
+        backward.detach()
+    return forward, backward, result
+
+
+@dataclass
+class ReplayedFix:
+    evidence: list[str]
+    confirmed: bool
+    fixed_loss: float | None
+
+
+def _trials(ctx: ProbeContext, culprit: Culprit) -> ReplayedFix | None:
+    """The steps up to the failure replayed as written and with the culprit made safe; None when the
+    loop ended meanwhile."""
+    try:
+        start = start_point(ctx)
+        as_written = run_trial(ctx, start, Adjust())
+        safe = SafeOp(culprit)
+        fixed = run_trial(ctx, start, Adjust(mode=lambda: safe))
+    except (NeedsLoop, LoopGone, NoPipeline):
+        return None
+    return ReplayedFix([f"replay from {start.label} as written: {as_written.describe()}",
+                        f"... with {culprit.kind} made safe at {culprit.site.short}: {fixed.describe()}"],
+                       as_written.blew_up and fixed.holds, fixed.final if fixed.holds else None)
+
+
+def _why_no_loop(exc: Exception) -> str:
+    if isinstance(exc, NoPipeline):
+        return str(exc)
+    return "the script's loop had ended" if isinstance(exc, NeedsLoop) else "the script's loop ended during it"
+
+
+@dataclass
+class OnFailingValues:
+    """The failing step's own loss statement, run again on its own values (see ``failing_loss``): the
+    first op that makes it non-finite, and whether that op made safe gives a finite loss."""
+
+    culprit: Culprit | None
+    evidence: list[str]
+    confirmed: bool = False
+
+    @classmethod
+    def check(cls, ctx: ProbeContext) -> OnFailingValues:
+        loss, why = failing_loss(ctx)
+        if loss is None:
+            return cls(None, [f"the failing step's own values: {why}"])
+        said = f"the failing step's loss computed again on its own values (`{loss.site.text}` at {loss.site.short})"
+        watch = ForwardWatch()
+        try:
+            value = loss.compute(watch)
+        except Exception as exc:  # the user's statement, on values a replay never saw
+            return cls(None, [f"{said}: raised {type(exc).__name__}: {exc}"])
+        evidence = [f"{said}: {_value(value)}"]
+        if watch.first is None:
+            return cls(None, evidence + ["... no op made a non-finite value from finite inputs"])
+        safe = SafeOp(watch.first)
+        try:
+            fixed = loss.compute(safe)
+        except Exception as exc:
+            return cls(watch.first, evidence + [f"... with {watch.first.kind} made safe: raised {type(exc).__name__}"])
+        evidence.append(f"... with {watch.first.kind} made safe at {watch.first.site.short}: {_value(fixed)}")
+        confirmed = not _finite(tensors_of([value])) and bool(safe.applied) and _finite(tensors_of([fixed]))
+        if confirmed and watch.first.from_data:
+            evidence.append(f"... the operand of {display_name(watch.first.op)} depends on no weight: the data put it "
+                            "on the edge of the op's domain, whatever the rate or the clipping")
+        return cls(watch.first, evidence, confirmed)
+
+
+def _value(value: Any) -> str:
+    tensors = [t for t in tensors_of([value]) if t.is_floating_point()]
+    if not tensors:
+        return f"{value!r}"
+    if tensors[0].numel() == 1:
+        return f"{float(tensors[0]):.6g}" + ("" if _finite(tensors) else ", non-finite as in the run")
+    return "finite" if _finite(tensors) else "non-finite, as in the run"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from types import FrameType
 from typing import Any
 
 import torch
@@ -31,12 +32,19 @@ def op_name(func: Any) -> str:
 def caller_site() -> Site | None:
     """The user's frame that made the current torch call: the first frame outside torch, if it is the
     user's; when tuidebug replays the user's loss, the line it stands for; else None (another library)."""
-    frame = sys._getframe(2)
+    frame = caller_frame(sys._getframe(2))
+    return _site_of(frame) if frame is not None else behalf_site()
+
+
+def _site_of(frame: FrameType) -> Site:
+    return Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+
+
+def caller_frame(frame: FrameType | None) -> FrameType | None:
+    """The first frame from ``frame`` outwards that is not torch's, if it is the user's."""
     while frame is not None and frame.f_code.co_filename.startswith(_TRANSPARENT):
         frame = frame.f_back
-    if frame is None or not is_user_file(frame.f_code.co_filename):
-        return behalf_site()
-    return Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    return frame if frame is not None and is_user_file(frame.f_code.co_filename) else None
 
 
 # torch's own frames, and the agent's thin wrappers around torch functions, stand between a call and its caller
@@ -59,16 +67,21 @@ class OpWatch(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self.calls = 0
+        self.frame: FrameType | None = None  # the user's frame of the call being visited, during ``visit``
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
         self.calls += 1
         if self.calls <= MAX_CALLS and not self.done():
-            site = caller_site()
+            self.frame = caller_frame(sys._getframe(1))
+            site = _site_of(self.frame) if self.frame is not None else behalf_site()
             if site is not None:
-                with torch._C.DisableTorchFunction():
-                    self.visit(op_name(func), args, kwargs, result, site)
+                try:
+                    with torch._C.DisableTorchFunction():
+                        self.visit(op_name(func), args, kwargs, result, site)
+                finally:
+                    self.frame = None
         return result
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
