@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 import torch
@@ -12,9 +13,16 @@ import torch
 from conftest import EXAMPLES, SCRIPTS, wait_for
 
 
-def _plain_output(script, *args: str) -> str:
-    result = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=60)
-    return result.stdout.strip().splitlines()[-1]
+def _plain_output(script, *args: str) -> Future:
+    """The script's last line under plain python, run beside the test's own run (two cores)."""
+    def last_line() -> str:
+        result = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=60)
+        return result.stdout.strip().splitlines()[-1]
+
+    return _PLAIN.submit(last_line)
+
+
+_PLAIN = ThreadPoolExecutor(max_workers=1)
 
 
 def _run_probe(run, session, name: str = "overfit", timeout: float = 60, **params):
@@ -47,7 +55,7 @@ def test_overfit_passes_and_the_run_ends_bit_identical(start_run, replay, method
     assert result.method == method
     assert len(result.curve) >= 2 and result.curve[-1] < result.curve[0]
     assert session.state == "paused"
-    assert _finish(run, session) == expected
+    assert _finish(run, session) == expected.result()
 
 
 def test_overfit_fails_when_no_gradient_reaches_the_weights(start_run):
@@ -73,7 +81,7 @@ def test_overfit_replays_dict_and_nested_batches(start_run, kind):
 
     assert result.status == "pass", result.summary
     assert result.method == "replay through the script's own loop"
-    assert _finish(run, session) == expected
+    assert _finish(run, session) == expected.result()
 
 
 def test_without_a_dataloader_the_probe_trains_a_copy_with_the_observed_loss(start_run):
@@ -85,7 +93,7 @@ def test_without_a_dataloader_the_probe_trains_a_copy_with_the_observed_loss(sta
 
     assert result.status == "pass", result.summary
     assert result.method == "copy of model and optimizer with the observed inputs and loss module"
-    assert _finish(run, session) == expected
+    assert _finish(run, session) == expected.result()
 
 
 def test_a_functional_loss_without_dataloader_says_what_to_add(start_run):
@@ -121,7 +129,7 @@ def test_a_cancelled_probe_still_restores_the_run(start_run):
     wait_for(lambda: "overfit" in session.probe_results, what="the cancelled result")
 
     assert session.probe_results["overfit"].status == "cancelled"
-    assert _finish(run, session) == expected
+    assert _finish(run, session) == expected.result()
 
 
 def test_inspector_figures_equal_those_computed_directly(start_run):
