@@ -53,8 +53,9 @@ def tuidebug_command() -> list[str]:
 
 # --- the reliability matrix -----------------------------------------------------------------------
 # Tests marked ``fault`` are the rows of the README's reliability table: the fault, what tuidebug
-# must do, and what the test saw (``record_property("observed", ...)``). A full run of the matrix
-# rewrites the table between the README's markers; a partial run (``-k``, ``-x``) leaves it alone.
+# must do, and what the test saw (``record_property("observed", ...)``). A full run of the suite
+# rewrites the table between the README's markers; a partial run (files named, ``-k``, ``-x``)
+# leaves it alone.
 
 README = ROOT / "README.md"
 TABLE_START, TABLE_END = "<!-- reliability matrix: written by make test -->", "<!-- end of the reliability matrix -->"
@@ -89,7 +90,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if not _FAULT_TESTS or set(_ROWS) != set(_FAULT_TESTS) or session.config.option.keyword:
+    whole_suite = session.config.args_source != pytest.Config.ArgsSource.ARGS and not session.config.option.keyword
+    if not _FAULT_TESTS or set(_ROWS) != set(_FAULT_TESTS) or not whole_suite:
         return
     rows = ["| fault | expected | observed |", "|---|---|---|"]
     rows += [f"| {fault} | {expected} | {observed} |".replace("\n", " ") for fault, expected, observed in
