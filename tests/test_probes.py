@@ -58,6 +58,19 @@ def test_overfit_passes_and_the_run_ends_bit_identical(start_run, replay, method
     assert _finish(run, session) == expected.result()
 
 
+def test_after_the_end_a_copy_trains_at_the_last_steps_rate_on_a_training_batch(start_run):
+    """The schedule stepped the rate to 0 as the script ended, and its last model call was an evaluation
+    in inference mode: the copy trains at the rate of the run's last step, on a batch the run trained on."""
+    run, session = start_run(SCRIPTS / "cosine_to_zero.py", post_mortem=True, copy_post_mortem=True)
+    wait_for(lambda: session.state == "ended", 60, "the script's end (held for post-mortem checks)")
+
+    result = _run_probe(run, session)
+
+    assert result.status == "pass", (result.summary, result.evidence)
+    assert any("at the rate of the run's last step (0.125), not the optimizer's after the script ended (0)" in line
+               for line in result.evidence), result.evidence
+
+
 def test_overfit_fails_when_no_gradient_reaches_the_weights(start_run):
     run, session = start_run(EXAMPLES / "no_grad_reaches_weights.py", break_at=3)
     wait_for(lambda: session.state == "paused", what="the break at step 3")

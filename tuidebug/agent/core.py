@@ -27,7 +27,7 @@ from tuidebug.agent.bundle import bundle_snapshot, load_bundle
 from tuidebug.agent.client import AgentClient
 from tuidebug.agent.crash import FailedLoss, FailedModule
 from tuidebug.agent.control import Control
-from tuidebug.agent.facts import Facts, SchedulerCalls, sampled
+from tuidebug.agent.facts import Facts, LoaderSeen, SchedulerCalls, sampled
 from tuidebug.agent.gradients import parameters_with_grad, per_parameter_norms, total_norm_now, total_of
 from tuidebug.agent.kept_batches import KeptBatches
 from tuidebug.agent.memory import process_memory
@@ -266,6 +266,16 @@ class Agent:
         return next((opt for opt in reversed(self.optimizers)
                      if any(id(p) in params for g in opt.param_groups for p in g["params"])), None)
 
+    def rates_of_last_step(self, optimizer: torch.optim.Optimizer) -> list[float] | None:
+        """The rates ``optimizer``'s param groups had at the run's last step (None if not all known)."""
+        if not self.history or optimizer not in self.optimizers:
+            return None
+        rates = [group.get("lr") for opt in self.optimizers for group in opt.param_groups]
+        if len(self.history[-1].lrs) != len(rates):
+            return None
+        offset = sum(len(opt.param_groups) for opt in self.optimizers[:self.optimizers.index(optimizer)])
+        return list(self.history[-1].lrs[offset:offset + len(optimizer.param_groups)])
+
     def model_inputs(self) -> tuple[tuple, dict] | None:
         return self.observed.model_inputs
 
@@ -329,7 +339,7 @@ class Agent:
             self._new_model(module)
             if module is self.observed.model and not self.probes.replaying:
                 self.on_model_call(args, {})  # its own hook (with kwargs) is in place from the next call on
-        elif isinstance(module, torch.nn.modules.loss._Loss) and args:
+        elif isinstance(module, torch.nn.modules.loss._Loss) and args and not torch.is_inference_mode_enabled():
             found, key = seen.key_in_output(args[0])
             if found:  # the loss of the model's own output: replayable on a copy
                 seen.criterion, seen.criterion_targets, seen.output_key = module, tuple(args[1:]), key
@@ -343,6 +353,8 @@ class Agent:
             if inputs.args is args and inputs.kwargs is kwargs:
                 return None
             return inputs.args, inputs.kwargs
+        if torch.is_inference_mode_enabled():
+            return None  # an evaluation's inputs are inference tensors: no replay can train on them
         self.observed.model_inputs = (args, kwargs)
         self.observed.input_size = batch_size_of((args, kwargs))
         self.facts.observe_call_size([t for _, t in tensors_in((args, kwargs))], user_site)
@@ -357,6 +369,8 @@ class Agent:
         return None
 
     def on_model_output(self, output: Any) -> None:
+        if torch.is_inference_mode_enabled():
+            return  # an evaluation's output: the training call's stays the one the loss is matched to
         seen = self.observed
         seen.output = weakref.ref(output) if isinstance(output, torch.Tensor) else None
         if isinstance(output, torch.Tensor):
@@ -385,6 +399,8 @@ class Agent:
         target for replays of loops without a DataLoader; returns the target to use."""
         if self.probes.replaying:
             return self.probes.replay_target(target)
+        if torch.is_inference_mode_enabled():
+            return target  # an evaluation's: nothing a replay could train on
         seen = self.observed
         if seen.criterion is None:
             found, key = seen.key_in_output(input)
@@ -416,7 +432,8 @@ class Agent:
             del self.facts.scheduler_sites[:-8]
 
     def on_half(self, module: torch.nn.Module) -> None:
-        """``module.half()``: where the model was put in float16 (the precision check names the line)."""
+        """``module.half()`` or ``.to(torch.float16)``: where the model was put in float16 (the precision
+        check names the line)."""
         site = user_site()
         if site is not None and self.facts.half_site is None:
             self.facts.half_site = str(site)
@@ -506,7 +523,8 @@ class Agent:
     def _capture(self, batch: Any, epoch: int | None, source: int) -> Any:
         self._batch_size = batch_size_of(batch)
         self._epoch = epoch
-        self.batches.append(Captured(self.step + 1, batch, self._batch_size, source), batch)
+        if not torch.is_inference_mode_enabled():  # batches made in inference mode cannot be trained on
+            self.batches.append(Captured(self.step + 1, batch, self._batch_size, source), batch)
         return batch
 
     def resolve(self, record: PendingStep) -> Step:
@@ -515,8 +533,16 @@ class Agent:
         self.history.append(step)
         return step
 
+    def on_loader_created(self, loader: Any) -> None:
+        site = user_site()
+        self.facts.loaders[id(loader)] = LoaderSeen(str(site) if site else None, None, _shuffles(loader))
+
     def on_loader(self, loader: Any) -> None:
         self.loaders[id(loader)] = weakref.ref(loader)
+        seen = self.facts.loaders.setdefault(id(loader), LoaderSeen(None, None, _shuffles(loader)))
+        if seen.iterated is None:
+            site = user_site()
+            seen.iterated = str(site) if site else "?"
         if self.observed.models:
             self.facts.observe_containers(holders.container_sizes(self.observed.models))
             self._report_findings()
@@ -749,6 +775,8 @@ class Agent:
             self.probes.after_replay_step(optimizer)
             return
         if self._primary is not None and optimizer is self._primary():
+            if self.loop_uses_loader() and self.batches[-1].source in self.facts.loaders:
+                self.facts.loaders[self.batches[-1].source].trained = True
             self._finish_step(skipped=False)
 
     def on_scaler_skipped(self, optimizer: torch.optim.Optimizer, scale: float | None) -> None:
@@ -847,6 +875,12 @@ class Agent:
 
     def _param_name(self, param: torch.Tensor, index: int) -> str:
         return self._param_names.get(id(param), f"param{index}")
+
+
+def _shuffles(loader: Any) -> bool:
+    """The loader draws its samples in a random order (``shuffle=True``, or a random sampler given)."""
+    sampler = getattr(loader, "sampler", None)
+    return isinstance(sampler, (torch.utils.data.RandomSampler, torch.utils.data.SubsetRandomSampler))
 
 
 def _is_lightning(module: torch.nn.Module) -> bool:

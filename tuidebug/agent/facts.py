@@ -146,6 +146,18 @@ class GraphTag:
 
 
 @dataclass
+class LoaderSeen:
+    """A DataLoader the script iterated: where it was made and iterated, whether it shuffles, and
+    whether its batches fed an optimizer step (a shuffled loader iterated for anything else, such as
+    extracting features, yields its samples in an order nothing else shares)."""
+
+    created: str | None
+    iterated: str | None
+    shuffled: bool
+    trained: bool = False
+
+
+@dataclass
 class Facts:
     loss_calls: dict[int, LossCall] = field(default_factory=dict)  # by call order within a step
     stale_grads: list[tuple[int, bool]] = field(default_factory=list)  # (step, grads non-zero at its first backward)
@@ -179,7 +191,7 @@ class Facts:
     optimizers: int = 0
     optimizer_sites: list[tuple[str, str]] = field(default_factory=list)  # (type, where it was created)
     scheduler_sites: list[tuple[str, str]] = field(default_factory=list)  # (type, where it was created)
-    half_site: str | None = None  # where model.half() was called
+    half_site: str | None = None  # where model.half() (or .to(torch.float16)) was called
     eval_sites: dict[int, str] = field(default_factory=dict)  # id(module) -> where .eval() / .train(False) was called
     target_path: str | None = None  # which tensor of the batch the loss takes as its target (``batch[1]``)
     input_paths: Any = None  # where the model's arguments come from in the batch (``core.input_paths``)
@@ -196,6 +208,7 @@ class Facts:
     large_call: tuple | None = None  # (elements, usual, shapes, site) of the latest call, if far above
     address_space: int | None = None  # the process's address space at the latest step boundary (or first forward)
     source_files: set[str] = field(default_factory=set)  # the user's files the sites above are in
+    loaders: dict[int, LoaderSeen] = field(default_factory=dict)  # id(DataLoader) -> what was seen of it
     reported: set[str] = field(default_factory=set)
 
     # --- findings: what is wrong beyond doubt, reported once as it is seen --------------------

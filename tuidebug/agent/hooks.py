@@ -119,6 +119,13 @@ def _install_dataloader_hooks(agent: Agent) -> Callable[[], None]:
             return iterator
         return loader_iter
 
+    def wrap_init(original: Callable) -> Callable:
+        def loader_init(self: DataLoader, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            if agent.active():
+                agent.on_loader_created(self)
+        return loader_init
+
     def wrap_next(original: Callable) -> Callable:
         def next_batch(self: _BaseDataLoaderIter) -> Any:
             if not agent.active():
@@ -127,7 +134,8 @@ def _install_dataloader_hooks(agent: Agent) -> Callable[[], None]:
             return agent.on_batch(lambda: original(self), getattr(self, "_tuidebug_epoch", None), source)
         return next_batch
 
-    return _undo_all(_replace(DataLoader, "__iter__", wrap_iter), _replace(_BaseDataLoaderIter, "__next__", wrap_next))
+    return _undo_all(_replace(DataLoader, "__iter__", wrap_iter), _replace(_BaseDataLoaderIter, "__next__", wrap_next),
+                     _replace(DataLoader, "__init__", wrap_init))
 
 
 def _install_backward_hook(agent: Agent) -> Callable[[], None]:
@@ -195,6 +203,14 @@ def _install_grad_scaler_hooks(agent: Agent) -> Callable[[], None]:
     return _undo_all(_replace(scaler, "scale", wrap_scale), _replace(scaler, "step", wrap_step))
 
 
+def _to_float16(args: tuple, kwargs: dict) -> bool:
+    """``module.to(...)``'s arguments convert it to float16 (``.to(torch.float16)``, ``.to(device, dtype)``)."""
+    try:
+        return torch._C._nn._parse_to(*args, **kwargs)[1] == torch.float16
+    except (TypeError, RuntimeError):
+        return False
+
+
 def _current_scale(scaler: Any) -> float | None:
     scale = getattr(scaler, "_scale", None)
     return float(scale) if scale is not None else None
@@ -219,6 +235,13 @@ def _install_state_hooks(agent: Agent) -> Callable[[], None]:
                 agent.on_half(self)
             return original(self)
         return half
+
+    def wrap_to(original: Callable) -> Callable:
+        def to(self: torch.nn.Module, *args: Any, **kwargs: Any) -> torch.nn.Module:
+            if agent.active() and _to_float16(args, kwargs):
+                agent.on_half(self)
+            return original(self, *args, **kwargs)
+        return to
 
     def wrap_step(original: Callable) -> Callable:
         def step(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -264,6 +287,7 @@ def _install_state_hooks(agent: Agent) -> Callable[[], None]:
                      _replace(torch.optim.Optimizer, "zero_grad", wrap_zero_grad),
                      _replace(torch.nn.Module, "zero_grad", wrap_zero_grad),
                      _replace(torch.nn.Module, "train", wrap_train), _replace(torch.nn.Module, "half", wrap_half),
+                     _replace(torch.nn.Module, "to", wrap_to),
                      _replace(torch, "save", wrap_save))
 
 

@@ -263,11 +263,12 @@ class ProbeRuntime:
         there was a failure. Without one, a copy is trained where the loss can be rebuilt; only when it
         cannot is the loop replayed through its model call (each borrowed iteration advances the loop)."""
         failure = self.agent.failure
-        if self.agent.lightning_module() is not None:
-            return CopyTrainer(self.agent)  # Lightning's loop reads ahead and counts its batches: train a copy
+        after_end = not live_loop
+        if self.agent.lightning_module() is not None:  # Lightning's loop reads ahead and counts its batches
+            return CopyTrainer(self.agent, rates_of_last_step=after_end)
         if prefer_copy:
             try:
-                return CopyTrainer(self.agent)
+                return CopyTrainer(self.agent, rates_of_last_step=after_end)
             except NoPipeline:
                 pass
         if not live_loop and not self.agent.config.copy_post_mortem:
@@ -279,7 +280,7 @@ class ProbeRuntime:
                 return ReplayTrainer(self, recent[-1], [c.batch for c in recent if c.source == self.source])
         inputs = failure.inputs if failure and failure.inputs else list(self.agent.step_inputs)
         try:
-            return CopyTrainer(self.agent)
+            return CopyTrainer(self.agent, rates_of_last_step=after_end)
         except NoPipeline:
             if live_loop and inputs:
                 self.source = MODEL_CALL

@@ -218,12 +218,15 @@ def _training_step_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
 class CopyTrainer:
     """Trains a deep copy of (model, optimizer): the real ones are never touched."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, rates_of_last_step: bool = False) -> None:
+        """``rates_of_last_step``: train at the rates of the run's last step, not the optimizer's
+        current ones (after the script's end a schedule may have stepped its rate to 0)."""
         observed = agent.observed
         model = observed.model
         optimizer = agent.optimizer_of(model) if model is not None else None
         if model is None or optimizer is None:
             raise NoPipeline("no model and optimizer seen yet: let the script run at least one step")
+        self._rates = agent.rates_of_last_step(optimizer) if rates_of_last_step else None
         lightning = agent.lightning_module()
         self.observed_inputs = False  # inputs caught at the model's call, not a DataLoader batch: never sliced
         if lightning is not None and agent.batches:
@@ -281,6 +284,7 @@ class CopyTrainer:
         self._originals = (model, optimizer)
         self._schedulers = _step_schedulers(model, optimizer) if lightning is not None else []
         self.model, self.optimizer, self.schedulers = _copy(model, optimizer, self._schedulers)
+        self._set_rates()
 
     def prepare(self, examples: int | None = None) -> Any:
         """The captured batch, or its first ``examples``; inputs observed at the model's call (no DataLoader
@@ -298,6 +302,12 @@ class CopyTrainer:
         self.model, self.optimizer, self.schedulers = _copy(model, optimizer, self._schedulers)
         state.restore_into(model, self.model, optimizer, self.optimizer)
         state.restore_schedulers(self._schedulers, self.schedulers)
+        self._set_rates()
+
+    def _set_rates(self) -> None:
+        if self._rates is not None:
+            for group, rate in zip(self.optimizer.param_groups, self._rates):
+                group["lr"] = rate
 
     def step(self, batch: Any, adjust: Adjust | None = None) -> Iteration:
         adjust = adjust or Adjust()
@@ -343,7 +353,13 @@ class CopyTrainer:
         return list(self.model.named_parameters())
 
     def note(self) -> str:
-        return "trained a copy: the real model and optimizer were not touched"
+        rates = ""
+        if self._rates is not None:
+            now = [group["lr"] for group in self._originals[1].param_groups]
+            if now != self._rates:
+                rates = (f"; at the rate of the run's last step ({', '.join(f'{r:.3g}' for r in self._rates)}), "
+                         f"not the optimizer's after the script ended ({', '.join(f'{r:.3g}' for r in now)})")
+        return "trained a copy: the real model and optimizer were not touched" + rates
 
     def close(self) -> None:
         self.model = self.optimizer = None

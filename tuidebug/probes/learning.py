@@ -872,6 +872,10 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
         return None
     where = _near_the_loop(ctx, [site for file in sorted(ctx.run.facts.source_files) for site in shuffles(file)])
     evidence += [f"one sequence is shuffled on its own at {site}" for site in where]
+    idle = [seen for seen in ctx.run.facts.loaders.values() if seen.shuffled and not seen.trained and seen.iterated]
+    evidence += [f"a DataLoader with shuffle=True (made at {seen.created or '?'}) is iterated at {seen.iterated} but "
+                 "feeds no training step: what is built from its batches comes in a random order, apart from "
+                 "anything kept in the dataset's order" for seen in idle]
     unequal = _unequal_containers(ctx.run.dataset())
     if unequal:
         evidence.append("__getitem__ reads containers of different lengths with the same index: " + "; ".join(
@@ -882,6 +886,10 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
         fix = (f"select the same samples in every container __getitem__ reads: `self.{longest[0]}` has {longest[1]} "
                f"entries and `self.{shortest[0]}` {shortest[1]} (apply the same split or mask to both, where they are "
                "built)")
+    elif idle and not where:
+        made = idle[0].created.split(" ", 1)[0] if idle[0].created else "its DataLoader(...)"
+        fix = (f"build inputs and labels from the same pass: give the loader made at {made} shuffle=False, or "
+               "collect the labels from the same batches as the features")
     else:
         fix = ("keep each input with its own label: shuffle them together (one permutation for both, or a Dataset "
                "that returns both)" + (f": check {where[0].short} `{where[0].text}`" if where else

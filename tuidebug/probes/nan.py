@@ -20,12 +20,14 @@ A check fails when its cause is present; the decide node ranks the failures. The
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import torch
 
 from tuidebug.batches import tensors_in
-from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, ProbeContext, ProbeOutcome, probe
+from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
+                                ProbeOutcome, probe)
 from tuidebug.probes.inputs import data_tensors
 from tuidebug.probes.trials import Start, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.watch import OpWatch, tensors_of
@@ -391,7 +393,13 @@ class Float32(torch.overrides.TorchFunctionMode):
 def precision(ctx: ProbeContext) -> ProbeOutcome:
     model = ctx.run.model
     half_params = [n for n, p in model.named_parameters() if p.dtype == torch.float16] if model is not None else []
-    trainer = ctx.trainer
+    try:
+        trainer = ctx.trainer
+    except (NeedsLoop, NoPipeline):
+        outcome = _half_loss(ctx)
+        if outcome is None:
+            raise
+        return outcome
     watch = Overflow()
     trainer.reset(ctx.break_state)
     trainer.step(trainer.prepare(), Adjust(mode=lambda: watch))
@@ -434,3 +442,29 @@ def precision(ctx: ProbeContext) -> ProbeOutcome:
         data={"confirmed": as_is.blew_up and in_float32.holds,
               "fixed_loss": in_float32.final if in_float32.holds else None})
 
+
+def _half_loss(ctx: ProbeContext) -> ProbeOutcome | None:
+    """Without a step to replay: the failing loss itself, kept at the break, is float16 and not finite.
+    Past 65504 float16 is inf, so that is an overflow; the float16 values of the backward frame say
+    which tensors were made half."""
+    failure = ctx.run.failure
+    loss = getattr(failure, "loss", None)
+    if loss is None or loss.dtype != torch.float16 or bool(torch.isfinite(loss).all()):
+        return None
+    evidence = [f"the failing loss is float16 and {float(loss):g}: float16 tops out at {FLOAT16_MAX:g}, past it a "
+                "value overflows to inf"]
+    frame = getattr(failure, "held_frame", None)
+    if frame is not None:
+        halves = [name for name, value in frame.locals.items()
+                  if isinstance(value, torch.Tensor) and value.dtype == torch.float16 and name != "loss"]
+        if halves:
+            evidence.append(f"float16 tensors in {frame.function} at {os.path.basename(frame.path)}:{frame.line}: "
+                            + ", ".join(f"`{name}`" for name in halves[:8]))
+    if ctx.run.facts.half_site:
+        evidence.append(f"put in float16 at {ctx.run.facts.half_site}")
+    evidence.append("not replayed in float32: the script's loop is gone and its loss cannot be rebuilt")
+    return ProbeOutcome(
+        FAIL, f"float16 overflow: the loss is float16 and went past {FLOAT16_MAX:g}", evidence,
+        "compute in float32 (drop .half() / .to(torch.float16)) and use torch.autocast(device_type, "
+        "dtype=torch.float16) with a torch.amp.GradScaler where speed matters, or use bfloat16",
+        data={"confirmed": None})
