@@ -43,6 +43,11 @@ PAUSE_GRACE = 5.0  # for a pause to reach a safe point at the window's end
 BUNDLE_SECONDS = 30.0  # writing a bundle copies the model and a few batches: seconds for a large model
 MIN_BUNDLE_SECONDS = 5.0  # what a bundle gets past the deadline: the verdict is there, the bundle is worth a wait
 ANSWER_SECONDS = 3.0  # a probe's budget ends this long before its timeout, so that it can still answer
+# On the branches their own checks decide (memory, shapes, a crash, a stall) the overfit gate still runs
+# first, as the protocol asks, but its outcome does not name their verdict: a model whose steps take a
+# second must not hold the answer for the full probe timeout there.
+GATE_SECONDS = 8.0
+GATE_ONLY_BRANCHES = ("oom", "shape", "crash", "stall")
 BUNDLE_CHECKS = {"nan_in_inputs": "inputs", "cannot_overfit_single_batch": "overfit",
                  "no_gradient_to_weights": "overfit"}
 
@@ -245,6 +250,8 @@ def walk_tree(runs: Runs, options: DiagnoseOptions, deadline: Deadline) -> tuple
                 skipped.append(node.id)
             else:
                 timeout = min(options.probe_timeout, deadline.left())
+                if node.id == walk.tree.root and walk.branch in GATE_ONLY_BRANCHES:
+                    timeout = min(timeout, GATE_SECONDS)
                 started = time.monotonic()
                 result = runs.probe(node.probe, timeout)
                 result.data["seconds"] = round(time.monotonic() - started, 2)

@@ -91,8 +91,14 @@ class Observed:
 
     models: list[torch.nn.Module] = field(default_factory=list)
     model: torch.nn.Module | None = None
-    model_inputs: tuple[tuple, dict] | None = None
+    model_inputs: tuple[tuple, dict] | None = None  # of the latest call (where a crash happened)
     input_size: int | None = None
+    # The latest model call whose loss went backward, and that loss's targets: an evaluation or a feature
+    # extraction after it (grad on or not) must not pair its inputs with a training step's targets.
+    trained_inputs: tuple[tuple, dict] | None = None
+    trained_size: int | None = None
+    trained_targets: tuple = ()
+    trained_loss_function: tuple[Callable, Any, dict] | None = None
     output: weakref.ref | None = None
     criterion: torch.nn.Module | None = None
     criterion_targets: tuple = ()
@@ -587,6 +593,9 @@ class Agent:
             return
         if self.observed.output_paths and id(tensor) in self.observed.output_paths:
             self.observed.loss_key = self.observed.output_paths[id(tensor)]
+        seen = self.observed
+        seen.trained_inputs, seen.trained_size = seen.model_inputs, seen.input_size
+        seen.trained_targets, seen.trained_loss_function = seen.criterion_targets, seen.loss_function
         if self.facts.backward_site is None:
             site = user_site()
             self.facts.backward_site = str(site) if site else "?"

@@ -246,27 +246,27 @@ class CopyTrainer:
             recent = agent.recent_batches()
             self.inputs, self.size = recent[-1].batch, recent[-1].size
             self._recent = [c.batch for c in recent]
-        elif observed.model_inputs is not None and observed.criterion is not None:
+        elif observed.trained_inputs is not None and observed.criterion is not None:
             self.method = "copy of model and optimizer with the observed inputs and loss module"
             self.observed_inputs = True
             self._loss = self._observed_loss
-            self.inputs, self.size = (observed.model_inputs, observed.criterion_targets), observed.input_size
-            if len(observed.criterion_targets) == 1:
-                self._recent = _observed_steps(agent, observed.criterion_targets[0], lambda t: (t,))
-        elif observed.model_inputs is not None and observed.loss_function is not None:
-            call, target, kwargs = observed.loss_function
+            self.inputs, self.size = (observed.trained_inputs, observed.trained_targets), observed.trained_size
+            if len(observed.trained_targets) == 1:
+                self._recent = _observed_steps(agent, observed.trained_targets[0], lambda t: (t,))
+        elif observed.trained_inputs is not None and observed.trained_loss_function is not None:
+            call, target, kwargs = observed.trained_loss_function
             key = observed.output_key
             self.method = f"copy of model and optimizer with the observed inputs and {call.__name__}"
             self.observed_inputs = True
             self._loss = lambda model, batch: call(_item(model(*batch[0][0], **batch[0][1]), key), batch[1], **kwargs)
-            self.inputs, self.size = (observed.model_inputs, target), observed.input_size
+            self.inputs, self.size = (observed.trained_inputs, target), observed.trained_size
             self._recent = _observed_steps(agent, target, lambda t: t)
-        elif observed.model_inputs is not None and observed.loss_key is not None:
+        elif observed.trained_inputs is not None and observed.loss_key is not None:
             key = observed.loss_key
             self.method = "copy of model and optimizer with the observed inputs and the loss the model returns"
             self.observed_inputs = True
             self._loss = lambda model, batch: model(*batch[0], **batch[1])[key]
-            self.inputs, self.size = observed.model_inputs, observed.input_size
+            self.inputs, self.size = observed.trained_inputs, observed.trained_size
         else:
             raise NoPipeline(
                 "the loss was computed by code tuidebug cannot replay here (the script's loop is gone, and "

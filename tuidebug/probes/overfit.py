@@ -34,6 +34,11 @@ WINDOW = 5
 STEPS = 300
 FASTER = 10.0
 FIRST_SHARE = 0.6  # of the probe's time for the fit at the script's rate; the rest for the second look
+# A loss still within FLAT_DROP of its start after FLAT_STEPS steps on ten examples is not on its way
+# to RATIO in STEPS: one batch drops fastest at first, so the fit stops there (a rate of 1e-7, a frozen
+# net) and leaves the time to the second look, instead of spending the whole budget on a flat line.
+FLAT_STEPS = 30
+FLAT_DROP = 0.01
 # The run's own loss "clearly falls" when the median of its last quarter is below RUN_FALLS of its first
 # quarter's: a drop no broken pipeline makes.
 RUN_FALLS = 0.8
@@ -103,9 +108,14 @@ def fit(ctx: ProbeContext, batch: Any, steps: int, adjust: Adjust, start: Any,
         if index == 0:
             no_grad = parameters_without_gradient(trainer.named_parameters())
         ctx.progress((index + 1) / steps, f"step {index + 1}/{steps}: loss {loss:.4g}")
-        if not math.isfinite(loss) or near_zero(curve):
+        if not math.isfinite(loss) or near_zero(curve) or flat(curve):
             break
     return curve, no_grad
+
+
+def flat(curve: list[float]) -> bool:
+    """FLAT_STEPS steps in, the best recent loss is still within FLAT_DROP of the first."""
+    return len(curve) >= FLAT_STEPS and curve[0] > 0 and min(curve[-WINDOW:]) >= (1 - FLAT_DROP) * curve[0]
 
 
 def parameters_without_gradient(named: list[tuple[str, Any]]) -> list[str]:
@@ -142,6 +152,8 @@ def verdict(curve: list[float], examples: int) -> ProbeOutcome:
         f"loss {first:.4g} at the first step, best of the last {min(WINDOW, len(curve))}: {best:.4g}",
         f"passes below {RATIO:.0%} of the first loss or under {ABSOLUTE}",
     ]
+    if flat(curve):
+        evidence.append(f"stopped after {len(curve)} steps: the loss was still within {FLAT_DROP:.0%} of its start")
     if not math.isfinite(curve[-1]):
         return ProbeOutcome(FAIL, f"the loss became {curve[-1]} after {len(curve)} steps on a single batch",
                             evidence, FIX, curve, {"outcome": "nonfinite"})
