@@ -60,6 +60,9 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
     activations = _activations_at_batch(ctx)
     data: dict[str, Any] = {"asked": asked}
     in_forward = crash.module is not None or any(frame.endswith(" in forward") for frame in crash.frames)
+    large = ctx.run.facts.large_call
+    if large is not None:  # the failing step's data is many usual steps': the activations above are not its measure
+        return _large_call(ctx, large, evidence, data)
     if asked and activations and in_forward and asked > OVERSIZED * activations[1]:  # else not one of its intermediates
         evidence.append(f"it asked for {bytes_text(asked)}, more than the whole forward's activations at batch "
                         f"{activations[0]} ({bytes_text(activations[1])}): this intermediate does not grow with the "
@@ -69,16 +72,6 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
                             "whole activations: a smaller batch will not fix it", evidence,
                             f"compute it in chunks (or over the batch, not the whole data set) at {where}",
                             data={**data, "cause": "oversized_intermediate"})
-    large = ctx.run.facts.large_call
-    if large is not None:
-        size, usual, shapes, site = large
-        evidence.append(f"the model was called at {site} on inputs {', '.join(map(str, shapes))}: {size:,} values, "
-                        f"{size / usual:.0f} times its usual call ({usual:,})")
-        where = site.split(" ", 1)[0]
-        return ProbeOutcome(FAIL, f"the forward at {where} runs on {size / usual:.0f} times the data of a usual step "
-                            f"({', '.join(map(str, shapes))}) at once: a smaller batch size will not fix it", evidence,
-                            f"run it in batches (and under torch.no_grad() when it only evaluates) at {where}, or on "
-                            "the sample it was meant to take", data={**data, "cause": "oversized_intermediate"})
     oversized = _oversized_for_one_example(ctx, asked, crash)
     if oversized is not None:
         summary, lines = oversized
@@ -89,6 +82,29 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
                             f"at {where}", data={**data, "cause": "oversized_intermediate"})
     return ProbeOutcome(PASS, f"an allocation of {bytes_text(asked) if asked else 'unknown size'} failed"
                         + (f" at {crash.site.split(' ', 1)[0]}" if crash.site else ""), evidence, data=data)
+
+
+def _large_call(ctx: ProbeContext, large: tuple, evidence: list[str], data: dict[str, Any]) -> ProbeOutcome:
+    """The model's last call held many times the values of a usual one, on a non-batch axis. At the
+    training loop's own call, that is one batch of the run grown too large (a sequence far longer than
+    the others): cap it. Anywhere else, a forward over far more than a batch (a data set at once)."""
+    size, usual, shapes, site = large
+    shown = ", ".join(map(str, shapes))
+    evidence.append(f"the model was called at {site} on inputs {shown}: {size:,} values, {size / usual:.0f} times "
+                    f"its usual call ({usual:,})")
+    where = site.split(" ", 1)[0]
+    training_call = ctx.run.facts.model_site is not None and where == ctx.run.facts.model_site.short
+    if training_call:
+        evidence.append(f"{where} is where the training loop calls the model: this step's batch is the outlier")
+        return ProbeOutcome(FAIL, f"the batch of this step is {size / usual:.0f} times a usual one ({shown}): one "
+                            "sample far longer or larger than the rest does not fit", evidence,
+                            "cap the length of a sample (truncate sequences, crop or resize inputs) to what the usual "
+                            "batches hold, or group samples of similar length into batches", data={
+                                **data, "cause": "batch_too_large"})
+    return ProbeOutcome(FAIL, f"the forward at {where} runs on {size / usual:.0f} times the data of a usual step "
+                        f"({shown}) at once: a smaller batch size will not fix it", evidence,
+                        f"run it in batches (and under torch.no_grad() when it only evaluates) at {where}, or on "
+                        "the sample it was meant to take", data={**data, "cause": "oversized_intermediate"})
 
 
 def _oversized_for_one_example(ctx: ProbeContext, asked: int | None, crash: Any) -> tuple[str, list[str]] | None:

@@ -55,13 +55,18 @@ class Trial:
 
     @property
     def blew_up(self) -> bool:
-        """Non-finite, or a loss whose last quarter climbed over GROWTH times its lowest value: the NaN on its way."""
+        """Non-finite, or a loss whose last quarter climbed over GROWTH times its lowest value: the NaN on its way.
+        A loss that reaches 0 or below (a likelihood of densities) has no such ratio: there the climb is
+        measured against the size of its values (GROWTH - 1 times the larger of the first and lowest)."""
         if not self.finite:
             return True
         if not self.losses:
             return False
         last = statistics.median(self.losses[-max(2, len(self.losses) // 4):])
-        return last > GROWTH * max(min(self.losses), 1e-12)
+        lowest = min(self.losses)
+        if lowest > 0:
+            return last > GROWTH * lowest
+        return last - lowest > (GROWTH - 1) * max(abs(lowest), abs(self.losses[0]), 1e-12)
 
     @property
     def learns(self) -> bool:
