@@ -211,8 +211,14 @@ def gradients(ctx: ProbeContext) -> ProbeOutcome:
     if last is not None:
         evidence.append(f"at step {last[0]}: no gradient for {len(last[1])} ({_names(last[1])}), "
                         f"a zero one for {len(last[2])} ({_names(last[2])})")
+    collapsed = ctx.run.facts.lr_collapsed_at
     if frozen and frozen_share >= 0.5 and run_learns(ctx, LEARNS):
         evidence.append("the run's own loss falls: the frozen part looks intended (a fixed backbone)")
+    elif frozen and frozen_share >= 0.5 and collapsed is not None:
+        # The trainable rest does not move either: its rate fell to nothing. The freeze may well be
+        # intended (a fixed feature extractor); it cannot be what keeps the loss flat, the rate is.
+        evidence.append(f"the trainable rest is stepped at a rate that collapsed at step {collapsed}: that, not the "
+                        "freeze (a fixed backbone is a common recipe), keeps it from learning: see the rate check")
     elif frozen and frozen_share >= 0.5:
         owners = sorted({n.rsplit(".", 1)[0] for n in frozen})
         where = [site for path in sorted(facts.source_files) for site in freezes(path)]
@@ -614,8 +620,14 @@ class ReluWatch(OpWatch):
         self.layers: dict[str, float] = {}
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
-        if name in self.RELUS and isinstance(result, torch.Tensor) and result.dim() >= 2 and result.shape[0] > 1:
+        if name in self.RELUS and isinstance(result, torch.Tensor) and judgeable(result):
             self.layers.setdefault(str(site), dead_share(result))
+
+
+def judgeable(output: torch.Tensor) -> bool:
+    """Enough values to call a unit dead: several examples, or one example with many positions (a
+    feature map, pixels of one region): a unit zero at all of them is dead, at one it may be by chance."""
+    return output.dim() >= 2 and (output.shape[0] > 1 or (output.dim() > 2 and output[0, 0].numel() > 1))
 
 
 def dead_share(output: torch.Tensor) -> float:
@@ -646,7 +658,7 @@ class ReluLayers:
 
     def _relu(self, label: str) -> Callable[..., None]:
         def record(module: torch.nn.Module, args: Any, output: Any) -> None:
-            if isinstance(output, torch.Tensor) and output.dim() >= 2 and output.shape[0] > 1:
+            if isinstance(output, torch.Tensor) and judgeable(output):
                 self.shares.setdefault(label, dead_share(output))
                 if self._last is not None:
                     self.feeders.setdefault(label, self._last)
@@ -690,6 +702,9 @@ def activations(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(PASS, "no layer of dead units", evidence)
     name, share = dead[0]
     feeder = layers.feeders.get(name)
+    created = module_site(ctx.run.model, name.split(" ")[0])
+    if created is not None:
+        evidence.append(f"{name.split(' ')[0]} is created at {created}")
     summary = f"dead units: {share:.0%} of {name} output zero for every example, so no gradient flows through them"
     hand_set = [site for path in sorted(ctx.run.facts.source_files) for site in bias_inits(path)]
     if name == layers.output_relu and not (feeder is not None and hand_set):

@@ -22,6 +22,7 @@ from tuidebug.sites import Site
 
 TRACE_ROWS = 40
 RESHAPES = {"view", "reshape", "flatten", "permute", "transpose", "squeeze", "unsqueeze", "contiguous", "t"}
+CONCATENATIONS = {"cat", "concat", "concatenate"}  # of batch-sized parts along dim 0: parts stacked into the batch
 
 
 def shape_text(shape: Any) -> str:
@@ -80,7 +81,8 @@ class Folds(OpWatch):
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
         inputs, outputs = tensors_of(args[:1]), tensors_of([result])
-        if name not in RESHAPES or not inputs or not outputs or not inputs[0].dim() or not outputs[0].dim():
+        if name not in RESHAPES | CONCATENATIONS or not inputs or not outputs or not inputs[0].dim() \
+                or not outputs[0].dim():
             return
         before, after = inputs[0].shape, outputs[0].shape
         if before[0] == self.batch and after[0] != self.batch:
@@ -138,8 +140,10 @@ def trace(ctx: ProbeContext) -> ProbeOutcome:
     if folds is not None and folds.fold is not None:
         name, site, change = folds.fold
         evidence.append(f"{name} at {site} changes the batch dimension: {change}")
-        return ProbeOutcome(FAIL, f"`{name}` at {site.short} folds the batch dimension: {change}", evidence,
-                            f"keep the batch first at {site.short}: x.view(x.size(0), -1) (or x.flatten(1))",
+        fix = (f"concatenate along the features at {site.short} (torch.cat(parts, dim=1)), not along the batch, "
+               "and size the next layer for it" if name in CONCATENATIONS else
+               f"keep the batch first at {site.short}: x.view(x.size(0), -1) (or x.flatten(1))")
+        return ProbeOutcome(FAIL, f"`{name}` at {site.short} folds the batch dimension: {change}", evidence, fix,
                             data={**data, "cause": "batch_folded"})
     if error:
         return ProbeOutcome(FAIL, f"the forward fails: {error}", evidence, data={**data, "cause": "shape_mismatch"})
