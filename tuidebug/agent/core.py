@@ -83,6 +83,7 @@ class Captured:
     batch: Any
     size: int | None
     source: int
+    indices: list[int] | None = None  # the dataset indices of its rows (single-process loading only)
 
 
 @dataclass
@@ -512,11 +513,13 @@ class Agent:
         if all(ref() is not obj for ref in self.observed.stateful):
             self.observed.stateful.append(weakref.ref(obj))
 
-    def on_batch(self, fetch: Callable[[], Any], epoch: int | None, source: int) -> Any:
-        """The batch the loop gets next: normally ``fetch()``'s, the DataLoader's own."""
+    def on_batch(self, fetch: Callable[[], Any], epoch: int | None, source: int,
+                 indices: Callable[[], list[int] | None] = lambda: None) -> Any:
+        """The batch the loop gets next: normally ``fetch()``'s, the DataLoader's own; ``indices()`` says
+        which dataset samples it holds, once fetched."""
         if self.probes.wants_replay(source):
-            return self.probes.next_input(lambda: self._capture(fetch(), epoch, source))
-        batch = self._capture(fetch(), epoch, source)
+            return self.probes.next_input(lambda: self._capture(fetch(), epoch, source, indices))
+        batch = self._capture(fetch(), epoch, source, indices)
         self.control.safe_point("batch")
         if self.config.replay and self.model is not None and self.optimizers:
             bundle, self.config.replay = self.config.replay, None
@@ -526,11 +529,12 @@ class Agent:
             return self.probes.begin(batch)
         return batch
 
-    def _capture(self, batch: Any, epoch: int | None, source: int) -> Any:
+    def _capture(self, batch: Any, epoch: int | None, source: int,
+                 indices: Callable[[], list[int] | None] = lambda: None) -> Any:
         self._batch_size = batch_size_of(batch)
         self._epoch = epoch
         if not torch.is_inference_mode_enabled():  # batches made in inference mode cannot be trained on
-            self.batches.append(Captured(self.step + 1, batch, self._batch_size, source), batch)
+            self.batches.append(Captured(self.step + 1, batch, self._batch_size, source, indices()), batch)
         return batch
 
     def resolve(self, record: PendingStep) -> Step:

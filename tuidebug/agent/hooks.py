@@ -131,11 +131,20 @@ def _install_dataloader_hooks(agent: Agent) -> Callable[[], None]:
             if not agent.active():
                 return original(self)
             source = getattr(self, "_tuidebug_loader", id(self))
-            return agent.on_batch(lambda: original(self), getattr(self, "_tuidebug_epoch", None), source)
+            return agent.on_batch(lambda: original(self), getattr(self, "_tuidebug_epoch", None), source,
+                                  lambda: _indices(self))
         return next_batch
 
+    def wrap_next_index(original: Callable) -> Callable:
+        def next_index(self: _BaseDataLoaderIter) -> Any:
+            index = original(self)
+            self._tuidebug_index = index
+            return index
+        return next_index
+
     return _undo_all(_replace(DataLoader, "__iter__", wrap_iter), _replace(_BaseDataLoaderIter, "__next__", wrap_next),
-                     _replace(DataLoader, "__init__", wrap_init))
+                     _replace(DataLoader, "__init__", wrap_init),
+                     _replace(_BaseDataLoaderIter, "_next_index", wrap_next_index))
 
 
 def _install_backward_hook(agent: Agent) -> Callable[[], None]:
@@ -201,6 +210,15 @@ def _install_grad_scaler_hooks(agent: Agent) -> Callable[[], None]:
 
     scaler = torch.amp.GradScaler
     return _undo_all(_replace(scaler, "scale", wrap_scale), _replace(scaler, "step", wrap_step))
+
+
+def _indices(iterator: _BaseDataLoaderIter) -> list[int] | None:
+    """The dataset indices of the batch just fetched: with worker processes, indices are sent out ahead of
+    the batches that come back, so only single-process loading (and a map-style dataset) says them."""
+    index = getattr(iterator, "_tuidebug_index", None)
+    if getattr(iterator, "_num_workers", 1) != 0 or not isinstance(index, list):
+        return None
+    return index if all(isinstance(i, int) for i in index) else None
 
 
 def _to_float16(args: tuple, kwargs: dict) -> bool:

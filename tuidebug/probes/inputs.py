@@ -27,6 +27,10 @@ from tuidebug.sites import Site
 SCAN_SAMPLES = 5000
 SCAN_SECONDS = 10.0
 SHOWN = 8
+# A sample whose __getitem__ draws at random (a crop, a gain) may come out non-finite only for some
+# draws: it is fetched again up to REFETCHES times (within REFETCH_SECONDS) to catch the op that does it.
+REFETCHES = 50
+REFETCH_SECONDS = 3.0
 
 
 def nonfinite_tensors(batch: Any, carried: Any = ()) -> list[str]:
@@ -83,16 +87,20 @@ def scan_dataset(ctx: ProbeContext, dataset: Any) -> tuple[list[str], int, str]:
     return found, total, f"scanned {total} of {len(dataset)} samples"
 
 
-def made_in_getitem(dataset: Any, indices: list[int]) -> tuple[list[str], Culprit | None]:
+def made_in_getitem(dataset: Any, indices: list[int], tries: int = 1) -> tuple[list[str], Culprit | None]:
     """For samples that come out of ``__getitem__`` with NaN/Inf: the op of the user's code that made
-    the value non-finite, found by fetching the sample again under an op watch, and what its operands
-    held (a constant image divided by its own range: 0 / 0)."""
+    the value non-finite, found by fetching the sample again under an op watch (up to ``tries`` times,
+    for a random draw), and what its operands held (a constant image divided by its own range: 0 / 0)."""
     lines, found = [], None
+    stop = time.monotonic() + REFETCH_SECONDS
     for index in indices:
-        watch = ForwardWatch()
-        with watch, warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            dataset[index]
+        for _ in range(tries):
+            watch = ForwardWatch()
+            with watch, warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                dataset[index]
+            if watch.first or watch.first_other or time.monotonic() > stop:
+                break
         culprit = watch.first or watch.first_other
         if culprit is None:
             continue
@@ -100,6 +108,22 @@ def made_in_getitem(dataset: Any, indices: list[int]) -> tuple[list[str], Culpri
         lines.append(f"sample {index} is made non-finite in the Dataset: {culprit.line()}")
         lines += [f"sample {index}: {risk}" for site, risk in watch.risky.items() if site == str(culprit.site)]
     return lines, found
+
+
+def failing_samples(ctx: ProbeContext) -> list[tuple[int, int]]:
+    """(row, dataset index) of the failing batch's rows that hold NaN/Inf, where the loader said which
+    samples it fetched."""
+    recent = getattr(ctx.run.failure, "recent", None) or []
+    captured = recent[-1] if recent else None
+    indices = getattr(captured, "indices", None)
+    if not indices:
+        return []
+    rows: set[int] = set()
+    for _, tensor in tensors_in(captured.batch):
+        if tensor.is_floating_point() and tensor.dim() and tensor.shape[0] == len(indices):
+            bad = ~torch.isfinite(tensor.detach().reshape(tensor.shape[0], -1)).all(dim=1)
+            rows.update(bad.nonzero().flatten().tolist())
+    return [(row, indices[row]) for row in sorted(rows)]
 
 
 def data_tensors(dataset: Any) -> list[tuple[str, Any]]:
@@ -227,6 +251,13 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
     in_dataset, scanned, scan_note = scan_dataset(ctx, dataset)
     origin = provenance(ctx, dataset) if in_batch or in_dataset else []
     made, culprit = made_in_getitem(dataset, [int(line.split(":")[0].split()[1]) for line in in_dataset[:1]])
+    if culprit is None and in_batch and not in_dataset and dataset is not None:
+        rows = failing_samples(ctx)
+        if rows:
+            origin.append("the failing batch's non-finite rows are dataset sample(s) "
+                          + ", ".join(f"{index} (row {row})" for row, index in rows[:SHOWN])
+                          + ": none is non-finite when fetched once, so each is fetched again")
+            made, culprit = made_in_getitem(dataset, [index for _, index in rows[:3]], tries=REFETCHES)
     origin += made
     evidence = in_batch + origin + in_dataset[:12] + [scan_note]
     data: dict[str, Any] = {"samples": [line.split(":")[0] for line in in_dataset], "definitive": True}

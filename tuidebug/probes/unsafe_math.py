@@ -184,6 +184,8 @@ def _at_boundary(name: str, args: tuple, frame: FrameType | None) -> str:
              "acos": [("outside [-1, 1]", x.abs() > 1)]}.get(kind, [])
     label = next((f"`{n}`" for n, v in (frame.f_locals.items() if frame else ()) if v is operand), "the operand")
     said = [f"{label} {edge} at {int(mask.sum())} of {x.numel()} entries" for edge, mask in edges if bool(mask.any())]
+    if kind == "divide" and said:
+        said[0] = f"a division by 0: the denominator {said[0].replace('the operand ', '')}"
     return ", ".join(said)
 
 
