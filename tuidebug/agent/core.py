@@ -274,14 +274,17 @@ class Agent:
                      if any(id(p) in params for g in opt.param_groups for p in g["params"])), None)
 
     def rates_of_last_step(self, optimizer: torch.optim.Optimizer) -> list[float] | None:
-        """The rates ``optimizer``'s param groups had at the run's last step (None if not all known)."""
+        """The rates ``optimizer``'s param groups had at the run's last step that trained at all (a linear
+        decay reaches 0 at the very last step); None if they are not all known."""
         if not self.history or optimizer not in self.optimizers:
             return None
-        rates = [group.get("lr") for opt in self.optimizers for group in opt.param_groups]
-        if len(self.history[-1].lrs) != len(rates):
-            return None
+        groups = sum(len(opt.param_groups) for opt in self.optimizers)
         offset = sum(len(opt.param_groups) for opt in self.optimizers[:self.optimizers.index(optimizer)])
-        return list(self.history[-1].lrs[offset:offset + len(optimizer.param_groups)])
+        known = [list(step.lrs[offset:offset + len(optimizer.param_groups)]) for step in self.history
+                 if len(step.lrs) == groups]
+        if not known:
+            return None
+        return next((rates for rates in reversed(known) if all(rate > 0 for rate in rates)), known[-1])
 
     def model_inputs(self) -> tuple[tuple, dict] | None:
         return self.observed.model_inputs
