@@ -95,7 +95,7 @@ class Worker:
         self.session: Session | None = None
         if agent:
             self.session = Session(str(WORKLOAD), self.args)
-            self.session.subscribe(lambda kind, line: self.lines.put(line) if kind == "output" else None)
+            self.session.subscribe(lambda kind, line: self.lines.put(line.text) if kind == "output" else None)
             self.run = ChildRun(Target(str(WORKLOAD), self.args), self.session, default_options(), capture_output=True)
             self.run.start()
             self.process = self.run.process
