@@ -72,15 +72,14 @@ def failing_loss(ctx: ProbeContext) -> tuple[FailingLoss | None, str]:
 
 def _unsafe(expression: ast.expr, frame: HeldFrame) -> str:
     """Why running ``expression`` again could change the run; "" when it cannot."""
+    scope, names = dict(frame.globals), dict(frame.locals)
     for call in (node for node in ast.walk(expression) if isinstance(node, ast.Call)):
         if any(isinstance(node, ast.Call) for node in ast.walk(call.func)):
             return "it calls the result of a call"
-        name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-        if name in MOVES_THE_RUN:
-            return f"it calls {name}()"
+        if _called_name(call) in MOVES_THE_RUN:
+            return f"it calls {_called_name(call)}()"
         try:
-            callee = eval(compile(ast.Expression(body=call.func), "<callee>", "eval"),  # noqa: S307
-                          dict(frame.globals), dict(frame.locals))
+            callee = eval(compile(ast.Expression(body=call.func), "<callee>", "eval"), scope, names)  # noqa: S307
         except Exception:
             return f"{ast.unparse(call.func)} cannot be looked up"
         why = _callee_unsafe(callee)
@@ -109,9 +108,12 @@ def _body_unsafe(function: Any) -> str:
     except (OSError, TypeError, SyntaxError):
         return "has no source to check"
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if name in MOVES_THE_RUN:
-                return f"calls {name}()"
+        if isinstance(node, ast.Call) and _called_name(node) in MOVES_THE_RUN:
+            return f"calls {_called_name(node)}()"
     return ""
+
+
+def _called_name(call: ast.Call) -> str:
+    """``step`` for ``optimizer.step()``, ``next`` for ``next(it)``; "" for anything else called."""
+    return call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
 

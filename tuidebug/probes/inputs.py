@@ -50,7 +50,7 @@ def _nonfinite(batch: Any, carried: Any = ()) -> list[tuple[str, str]]:
             continue
         text = f"{path}: {count} NaN/Inf value(s)"
         if tensor.dim():
-            rows = bad.reshape(bad.shape[0], -1).any(dim=1).nonzero().flatten().tolist()
+            rows = nonfinite_rows(tensor)
             text += f" in {len(rows)} of {tensor.shape[0]} rows {rows[:SHOWN]}"
         if tensor.dim() == 2:
             text += _column_text(bad)
@@ -121,9 +121,14 @@ def failing_samples(ctx: ProbeContext) -> list[tuple[int, int]]:
     rows: set[int] = set()
     for _, tensor in tensors_in(captured.batch):
         if tensor.is_floating_point() and tensor.dim() and tensor.shape[0] == len(indices):
-            bad = ~torch.isfinite(tensor.detach().reshape(tensor.shape[0], -1)).all(dim=1)
-            rows.update(bad.nonzero().flatten().tolist())
+            rows.update(nonfinite_rows(tensor))
     return [(row, indices[row]) for row in sorted(rows)]
+
+
+def nonfinite_rows(tensor: torch.Tensor) -> list[int]:
+    """The rows (first dimension) of ``tensor`` that hold a NaN or an Inf."""
+    bad = ~torch.isfinite(tensor.detach())
+    return bad.reshape(bad.shape[0], -1).any(dim=1).nonzero().flatten().tolist()
 
 
 def data_tensors(dataset: Any) -> list[tuple[str, Any]]:

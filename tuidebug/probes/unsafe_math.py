@@ -22,7 +22,8 @@ from typing import Any, Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext, ProbeOutcome, probe
+from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
+                                ProbeOutcome, probe)
 from tuidebug.probes.failing_loss import failing_loss
 from tuidebug.probes.trials import run_trial, start_point
 from tuidebug.probes.watch import OpWatch, caller_site, op_name, tensors_of
@@ -166,9 +167,17 @@ def _single_element(name: str, args: tuple, kwargs: dict) -> str | None:
     return f"over dim {dim} of input {tuple(x.shape)}: a single element, a batch of one sample"
 
 
+DIVISOR_FIRST = ("__rtruediv__", "reciprocal", "reciprocal_", "rsqrt")  # ops whose first argument is the divisor
+
+
+def _divisor_index(name: str) -> int:
+    """Which argument of a division divides: the second, but the first of ``1 / x`` and its kin."""
+    return 0 if name in DIVISOR_FIRST else 1
+
+
 def _operand(name: str, args: tuple) -> torch.Tensor | None:
     """The argument whose value decides the op's domain: a division's denominator, else the first."""
-    index = 1 if category(name) == "divide" and name not in ("__rtruediv__", "reciprocal", "reciprocal_", "rsqrt") else 0
+    index = _divisor_index(name) if category(name) == "divide" else 0
     x = args[index] if index < len(args) else None
     return x if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() else None
 
@@ -203,7 +212,8 @@ def _risk(name: str, args: tuple) -> str | None:
     if kind == "log" and float(x.min()) <= TINY:
         return f"log of values at or near 0 (min {float(x.min()):.3g})"
     if kind == "divide":
-        denominator = args[1] if len(args) > 1 and name != "__rtruediv__" else args[0]
+        index = _divisor_index(name)
+        denominator = args[index] if index < len(args) else args[0]
         if isinstance(denominator, torch.Tensor) and denominator.numel() and float(denominator.abs().min()) < TINY:
             return f"division by values at or near 0 (min |denominator| {float(denominator.abs().min()):.3g})"
     if kind == "exp" and float(x.max()) > EXP_LIMIT.get(x.dtype, 80.0):
@@ -320,7 +330,7 @@ def _safe(kind: str, name: str, func: Any, args: tuple, kwargs: dict) -> Any:
     elif kind == "pow" and isinstance(args[0], torch.Tensor):
         args[0] = args[0].abs() + EPS
     elif kind == "divide":
-        index = 0 if name in ("__rtruediv__", "reciprocal", "reciprocal_", "rsqrt") else 1
+        index = _divisor_index(name)
         if index < len(args) and isinstance(args[index], torch.Tensor):
             d = args[index]  # a zero divisor becomes 1: the row keeps a finite value of its own scale
             args[index] = torch.where(d.abs() < EPS, torch.ones_like(d), d)
