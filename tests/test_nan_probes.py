@@ -127,3 +127,23 @@ def test_a_loss_non_finite_before_backward_is_computed_again_on_the_failing_valu
     for check in CHECKS:
         walk.record_probe(results[check])
     assert walk.decided_by(walk.tree["nan.decide"]) == "nan.unsafe_math"
+
+
+def test_nan_inputs_made_by_numpy_in_preprocessing_name_the_line_numpy_warned_at():
+    """The NaN/Inf in a batch came from a numpy division by zero before training: numpy's own
+    RuntimeWarning names the line, and the fix points at it."""
+    target = Target(str(SCRIPTS / "numpy_ratio_inputs.py"), [])
+    session = Session(target.name, target.args)
+    run = ChildRun(target, session, {"break_on_nan": True}, capture_output=True)
+    run.start()
+    try:
+        wait_for(lambda: session.state == "paused", 60, "the break")
+        run.command("probe", name="nan.inputs", params={})
+        wait_for(lambda: "nan.inputs" in session.probe_results, 60, "the check's result")
+    finally:
+        run.close()
+    result = session.probe_results["nan.inputs"]
+
+    assert result.status == "fail"
+    assert 'numpy warned "divide by zero encountered in divide" at numpy_ratio_inputs.py:10' in result.summary
+    assert result.fix.startswith("at numpy_ratio_inputs.py:10 `ratios = prices[:, 1:] / prices[:, :1]`")

@@ -812,8 +812,9 @@ class Agent:
         stepped, self._stepped = self._stepped, False
         return stepped
 
-    def on_warning(self, text: str) -> None:
-        self.event("warning", text)
+    def on_warning(self, category: type, message: str, filename: str, lineno: int) -> None:
+        self.event("warning", f"{category.__name__}: {message} ({filename}:{lineno})")
+        self.facts.note_warning(category, message, filename, lineno)
 
     def loop_ended(self) -> None:
         """The script ended: a loop that updates by hand has its last iteration still open."""

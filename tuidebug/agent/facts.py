@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from tuidebug.sites import Site, user_site
+from tuidebug.sites import Site, is_user_file, user_site
 
 EARLY_STEPS = 5
 SAMPLE_EVERY = 25
@@ -72,6 +72,11 @@ MEMORY_SAMPLES = 2048
 # evaluation batch size) stays the batch check's. The OOM check reads it only for the call that failed.
 LARGE_CALL = 10
 USUAL_CALLS = 8
+# numpy reports a division by zero, an invalid operation (0/0, log of a negative) or an overflow as a
+# RuntimeWarning "... encountered in <ufunc>" attributed to the caller's line: preprocessing that makes
+# the NaN/Inf a batch carries later. The first few distinct lines are kept.
+NUMERIC_WARNINGS = 8
+NUMERIC_WARNING = "encountered in"
 
 
 def sampled(step: int) -> bool:
@@ -209,6 +214,7 @@ class Facts:
     address_space: int | None = None  # the process's address space at the latest step boundary (or first forward)
     source_files: set[str] = field(default_factory=set)  # the user's files the sites above are in
     loaders: dict[int, LoaderSeen] = field(default_factory=dict)  # id(DataLoader) -> what was seen of it
+    numeric_warnings: list[tuple[Site, str]] = field(default_factory=list)  # numpy's, at the user's lines
     reported: set[str] = field(default_factory=set)
 
     # --- findings: what is wrong beyond doubt, reported once as it is seen --------------------
@@ -464,6 +470,15 @@ class Facts:
         self.unregistered = unregistered_modules(model)
         self.has_mode_layers = any(isinstance(m, (torch.nn.Dropout, torch.nn.modules.batchnorm._BatchNorm))
                                    for m in model.modules())
+
+    def note_warning(self, category: type, message: str, filename: str, lineno: int) -> None:
+        """A floating-point RuntimeWarning (numpy's "divide by zero encountered in divide") at a user's line."""
+        if not issubclass(category, RuntimeWarning) or NUMERIC_WARNING not in message or not is_user_file(filename):
+            return
+        site = Site(filename, lineno, "")
+        if len(self.numeric_warnings) < NUMERIC_WARNINGS and all(s != site for s, _ in self.numeric_warnings):
+            self.numeric_warnings.append((site, message))
+            self.source_files.add(filename)
 
     def observe_call_size(self, tensors: list[torch.Tensor], site: Any) -> None:
         """The size of the model's inputs at each call: one far above the usual although its batch (first)

@@ -315,7 +315,7 @@ def _install_warning_hook(agent: Agent) -> Callable[[], None]:
     def wrap(original: Callable) -> Callable:
         def showwarning(message: Any, category: type, filename: str, lineno: int, *args: Any, **kwargs: Any) -> None:
             if agent.active():
-                agent.on_warning(f"{category.__name__}: {message} ({filename}:{lineno})")
+                agent.on_warning(category, str(message), filename, lineno)
             original(message, category, filename, lineno, *args, **kwargs)
         return showwarning
 

@@ -31,6 +31,13 @@ SHOWN = 8
 # draws: it is fetched again up to REFETCHES times (within REFETCH_SECONDS) to catch the op that does it.
 REFETCHES = 50
 REFETCH_SECONDS = 3.0
+# What to do about each kind of floating-point warning numpy gave at a line of the script.
+NUMPY_FIXES = {
+    "divide by zero": "guard the denominator where it is 0 (drop those rows, or divide by np.where(d == 0, 1, d))",
+    "invalid value": "guard the operation where it is undefined (0/0, the log or sqrt of a negative): drop those "
+                     "rows or clip its argument",
+    "overflow": "rescale the values before the operation (np.exp of a large value overflows; subtract the max first)",
+}
 
 
 def nonfinite_tensors(batch: Any, carried: Any = ()) -> list[str]:
@@ -276,6 +283,9 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
         evidence.append(f"the failing batch with NaN/Inf replaced by 0: loss {result.loss}, "
                         f"{'finite' if cleaned_ok else 'still not finite'}")
         data["confirmed"] = cleaned_ok
+    warned = [f"numpy warned \"{message}\" at {site} while the script ran"
+              for site, message in ctx.run.facts.numeric_warnings]
+    evidence += warned
     divided = next((line for line in origin if "is divided by" in line), None)
     found = [f"{len(in_batch)} tensor(s) of the failing batch"] if in_batch else []
     found += [f"{len(in_dataset)} dataset sample(s)"] if in_dataset else []
@@ -287,7 +297,15 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
         summary += "; " + divided.split(": ", 1)[0] + " (a std of 0)"
         fix = (f"guard the standardisation {divided.split(' ')[1]}: divide by (std + 1e-8) or drop the constant "
                "column(s); assert torch.isfinite(x).all() after preprocessing")
+    elif ctx.run.facts.numeric_warnings:
+        site, message = ctx.run.facts.numeric_warnings[0]
+        summary += f"; numpy warned \"{message}\" at {site.short}"
+        fix = f"at {site} (where numpy warned \"{message}\"): {_numpy_fix(message)}; then assert np.isfinite(x).all()"
     else:
         fix = ("clean the data at its source: drop or impute those samples, or assert torch.isfinite(x).all() in "
                "the Dataset's __getitem__ so bad rows fail loudly")
     return ProbeOutcome(FAIL, summary, evidence, fix, data=data)
+
+
+def _numpy_fix(message: str) -> str:
+    return next((fix for kind, fix in NUMPY_FIXES.items() if message.startswith(kind)), NUMPY_FIXES["invalid value"])

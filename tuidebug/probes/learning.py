@@ -883,7 +883,11 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
     memorises = real[1] < LEARNS * real[0] or (real[1] < (1 - SAME) * real[0] and real[3] > (1 + SAME) * real[2])
     generalises = real[3] < (1 - SAME) * real[2]
     beats_shuffled = real[3] < (1 - SAME) * shuffled[3]
-    if not memorises or generalises or beats_shuffled:
+    # Containers of different lengths read with one index are a misalignment by construction; the trial
+    # then only has to show that the labels as given are no better than shuffled ones (a slow model may
+    # not memorise in ALIGNMENT_STEPS).
+    unequal = _unequal_containers(ctx.run.dataset())
+    if not (memorises or unequal) or generalises or beats_shuffled:
         return None
     where = _near_the_loop(ctx, [site for file in sorted(ctx.run.facts.source_files) for site in shuffles(file)])
     evidence += [f"one sequence is shuffled on its own at {site}" for site in where]
@@ -891,16 +895,19 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
     evidence += [f"a DataLoader with shuffle=True (made at {seen.created or '?'}) is iterated at {seen.iterated} but "
                  "feeds no training step: what is built from its batches comes in a random order, apart from "
                  "anything kept in the dataset's order" for seen in idle]
-    unequal = _unequal_containers(ctx.run.dataset())
     if unequal:
         evidence.append("__getitem__ reads containers of different lengths with the same index: " + "; ".join(
             f"`self.{name}` ({length} entries) at {site}" for name, length, site in unequal))
         where = [site for _, _, site in unequal]
     if unequal:
         longest, shortest = max(unequal, key=lambda u: u[1]), min(unequal, key=lambda u: u[1])
+        sources = _same_length(ctx.run.dataset(), longest)
+        evidence += [f"`self.{name}` also has {longest[1]} entries, set at {', '.join(s.short for s in sites)}"
+                     for name, sites in sources]
+        built = f" (like `self.{sources[0][0]}`, set at {sources[0][1][0]})" if sources else ""
         fix = (f"select the same samples in every container __getitem__ reads: `self.{longest[0]}` has {longest[1]} "
-               f"entries and `self.{shortest[0]}` {shortest[1]} (apply the same split or mask to both, where they are "
-               "built)")
+               f"entries{built} and `self.{shortest[0]}` {shortest[1]} (apply the same split or mask to both, where "
+               "they are built)")
     elif idle and not where:
         made = idle[0].created.split(" ", 1)[0] if idle[0].created else "its DataLoader(...)"
         fix = (f"build inputs and labels from the same pass: give the loader made at {made} shuffle=False, or "
@@ -909,10 +916,12 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
         fix = ("keep each input with its own label: shuffle them together (one permutation for both, or a Dataset "
                "that returns both)" + (f": check {where[0].short} `{where[0].text}`" if where else
                                        ", and check the indexing in __getitem__"))
+    trained = (f"training fits the batches it sees (loss {real[0]:.4g} -> {real[1]:.4g}) but" if memorises else
+               f"__getitem__ pairs `self.{unequal[0][0]}` and `self.{unequal[1][0]}` of different lengths, and "
+               "training on them")
     return ProbeOutcome(
-        FAIL, f"inputs and labels do not match: training fits the batches it sees (loss {real[0]:.4g} -> "
-        f"{real[1]:.4g}) but learns nothing for another batch (held-out {real[2]:.4g} -> {real[3]:.4g}; "
-        f"{shuffled[3]:.4g} after training on shuffled labels)", evidence, fix,
+        FAIL, f"inputs and labels do not match: {trained} learns nothing for another batch (held-out "
+        f"{real[2]:.4g} -> {real[3]:.4g}; {shuffled[3]:.4g} after training on shuffled labels)", evidence, fix,
         data={"cause": "labels_misaligned", "confirmed": True})
 
 
@@ -929,6 +938,24 @@ def _unequal_containers(dataset: Any) -> list[tuple[str, int, Site]]:
         except (TypeError, AttributeError):
             continue
     return sized if len({length for _, length, _ in sized}) > 1 else []
+
+
+def _same_length(dataset: Any, container: tuple[str, int, Site]) -> list[tuple[str, list[Site]]]:
+    """The dataset's other attributes as long as ``container``, with the lines of its file that set them:
+    what the longer container was built from (labels taken from the whole table before its split)."""
+    name, length, site = container
+    found = []
+    for other, value in vars(dataset).items():
+        if other == name or isinstance(value, (str, bytes, dict)):
+            continue
+        try:
+            same = len(value) == length
+        except TypeError:
+            continue
+        sites = assignments(site.path, other) if same else []
+        if sites:
+            found.append((other, sites))
+    return found
 
 
 def _near_the_loop(ctx: ProbeContext, sites: list[Site]) -> list[Site]:
