@@ -223,3 +223,19 @@ def test_a_script_that_reads_stdin_is_told_that_diagnose_gives_it_none(tmp_path)
     report = json.loads(out.read_text())
     assert result.returncode == 1 and (report["failure_class"], report["cause"]) == ("crash", "exception")
     assert "pat_stdin.py:8" in report["summary"] and "--headless" in report["fix"]
+
+
+def test_the_window_is_lengthened_while_a_container_grows_at_every_pass_and_ends_once_it_is_settled(tmp_path):
+    """Passes of about 3 s: an 11 s window sees the start of at most three (with any start-up time up to
+    5 s, at least two), one short of a finding; the suspicion the agent reports (each start holding
+    more) lengthens it, and the finding at the fourth ends it."""
+    out = tmp_path / "report.json"
+    subprocess.run([*tuidebug_command(), "diagnose", "--json", str(out), "--seconds", "11", "--timeout", "90",
+                    str(SCRIPTS / "slow_metric_never_reset.py")], capture_output=True, text=True, timeout=240,
+                   cwd=tmp_path)
+    report = json.loads(out.read_text())
+
+    assert (report["failure_class"], report["cause"]) == ("oom", "memory_growth"), report["summary"]
+    assert "self.metric.preds" in report["summary"], report["summary"]
+    assert any(line.startswith("window_extended: ") and "preds" in line for line in report["evidence"])
+    assert report["steps"] < 24  # ended by the finding at the fourth pass (12 steps), not by the window's end

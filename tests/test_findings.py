@@ -16,7 +16,7 @@ from torch import nn
 from conftest import SCRIPTS, wait_for
 
 from tuidebug.agent.facts import Facts
-from tuidebug.probes import holders
+from tuidebug.probes import holders, source
 from tuidebug.probes.learning import rate_not_factor
 from tuidebug.probes.memory import _kept_more_than, _square_length
 from tuidebug.probes.source import grad_off_block, indexed_attributes, module_site
@@ -294,3 +294,31 @@ def test_a_rate_that_collapses_and_stays_there_is_a_finding_and_one_that_anneals
         annealed.observe_lr(step, 0.1 * (1 + math.cos(math.pi * step / 100)) / 2)  # cosine to 0 at its last step
     assert "fell from 0.05 to 1e-12" in collapsed.new_findings(100)[0][1]
     assert not [f for f in annealed.new_findings(100) if f[0] == "lr_collapsed"]
+
+
+class Token:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._embeddings: dict[str, torch.Tensor] = {}
+
+    def set_embedding(self, name: str, vector: torch.Tensor) -> None:
+        self._embeddings[name] = vector
+
+    def clear_embeddings(self) -> None:
+        self._embeddings = {}
+
+
+def test_tensors_kept_across_many_small_objects_are_found_by_a_census_with_the_line_and_what_empties_them() -> None:
+    tokens = [Token(str(i)) for i in range(40)]
+    outputs = torch.randn(40, 256)  # one batch's output; each token keeps a row of it
+    for token, row in zip(tokens, outputs):
+        token.set_embedding("lm", row)
+    spread = next(s for s in holders.spread_holders() if s.cls is Token)
+
+    assert (spread.attr, spread.instances, spread.tensors) == ("_embeddings", 40, 40)
+    assert spread.bytes == 40 * 256 * 4  # the rows share one storage, counted once
+    assert spread.line.endswith("`self._embeddings[name] = vector` in set_embedding()")
+    assert [method for method, _ in source.emptying_methods(Token, "_embeddings")] == ["clear_embeddings"]
+    for token in tokens:
+        token.clear_embeddings()
+    assert not any(s.cls is Token for s in holders.spread_holders())

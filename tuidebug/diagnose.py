@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tuidebug.launcher import ChildRun, Target
-from tuidebug.protocol import ProbeResult
+from tuidebug.protocol import Event, ProbeResult
 from tuidebug.report import build_report, json_ready, markdown
 from tuidebug.session import Session
 from tuidebug.tree import Walk, load_tree
@@ -47,6 +47,7 @@ ANSWER_SECONDS = 3.0  # a probe's budget ends this long before its timeout, so t
 # first, as the protocol asks, but its outcome does not name their verdict: a model whose steps take a
 # second must not hold the answer for the full probe timeout there.
 GATE_SECONDS = 8.0
+EXTENSION_LEAVES = 30.0  # of the deadline, for the checks, when the window is lengthened (_extension)
 GATE_ONLY_BRANCHES = ("oom", "shape", "crash", "stall")
 BUNDLE_CHECKS = {"nan_in_inputs": "inputs", "cannot_overfit_single_batch": "overfit",
                  "no_gradient_to_weights": "overfit"}
@@ -119,7 +120,17 @@ def observe(run: ChildRun, session: Session, options: DiagnoseOptions, deadline:
     started = time.monotonic()
     window_end = started + min(options.seconds, deadline.left())
     last_step, last_change, first_gap, between = -1, started, 0.0, 0.0
-    while time.monotonic() < window_end:
+    waiting: set[str] | None = None  # the suspicions the window was lengthened for
+    while True:
+        now = time.monotonic()
+        if now >= window_end or (waiting and not waiting & {e.message for e in _building(session)}):
+            if waiting is not None:
+                break
+            extra, waiting = _extension(session, options, deadline, between or first_gap)
+            if extra <= 0:
+                break
+            window_end = now + extra
+            continue
         if wait_until(session, lambda: stopped(session), 0.25):
             return
         now = time.monotonic()
@@ -142,6 +153,36 @@ def observe(run: ChildRun, session: Session, options: DiagnoseOptions, deadline:
     grace = max(PAUSE_GRACE, 2 * _typical_step(session, between or first_gap))  # the pause waits for the step to end
     if not wait_until(session, lambda: stopped(session), grace):
         _report_stall(run, session, grace, pausing=True)
+
+
+def _building(session: Session) -> list[Event]:
+    """The agent's suspicions (evidence still building) that no finding or settled event has closed."""
+    with session.lock:
+        events = list(session.events)
+    settled = {e.message.split(":", 1)[0] for e in events if e.kind in ("finding", "settled")}
+    return [e for e in events if e.kind == "suspect" and e.message.split(":", 1)[0] not in settled]
+
+
+def _extension(session: Session, options: DiagnoseOptions, deadline: Deadline,
+               longest_gap: float) -> tuple[float, set[str]]:
+    """Seconds to add to the window while evidence is building: a container of the model that grew at
+    every pass so far, or the first epoch's end when it is due within the extension. Up to one more
+    window, keeping EXTENSION_LEAVES of the deadline for the checks."""
+    extra = min(options.seconds, deadline.left() - EXTENSION_LEAVES)
+    if extra <= 0 or session.ended:
+        return 0.0, set()
+    step_seconds = _typical_step(session, longest_gap)
+    waiting = [e for e in _building(session) if not e.message.startswith("epoch_end:")
+               or _epoch_end_in(session, e, step_seconds) <= extra]
+    if waiting:
+        session.note("window_extended", f"the window was extended by up to {extra:.0f}s: {waiting[0].message}")
+    return (extra if waiting else 0.0), {e.message for e in waiting}
+
+
+def _epoch_end_in(session: Session, suspect: Event, step_seconds: float) -> float:
+    """Seconds until the first pass over the training data ends, at the run's pace."""
+    batches, started = (int(value) for value in suspect.details[:2])
+    return max(0, started + batches - session.step) * step_seconds
 
 
 def _typical_step(session: Session, longest_gap: float) -> float:

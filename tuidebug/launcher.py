@@ -134,8 +134,10 @@ class ChildRun:
             return None
         before = os.path.getsize(path) if os.path.exists(path) else 0
         hello = self.session.hello  # the training process (rank 0's worker under torchrun, not torchrun)
+        if hello is None:  # still starting (importing torch): SIGUSR1 would kill it before its handler exists
+            return None
         try:
-            os.kill(hello.pid if hello is not None else self.process.pid, signal.SIGUSR1)
+            os.kill(hello.pid, signal.SIGUSR1)
         except (ProcessLookupError, PermissionError):
             return None
         deadline = time.monotonic() + wait

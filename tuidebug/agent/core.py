@@ -45,6 +45,10 @@ MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss th
 CHECKPOINT_BUDGET = 0.005  # of the step time; the interval stays within [every, 8 * every] steps
 LOADER_RECENT = 2  # a loop fed its latest batch from a DataLoader this few steps ago: it uses one
 MANUAL_PROBES = 32  # backward passes watched for parameters changing without an optimizer
+# A memory reading costs about 10 us: every ``memory_every`` steps on fast steps, and at every step once a
+# step takes this long (0.5% of it at most). A slow run that runs out of memory after a few dozen steps
+# then still has the readings the growth check needs (facts.GROWTH_SAMPLES over the second half).
+MEMORY_EVERY_STEP_SECONDS = 0.002
 
 # The agent of this process, for ``tuidebug.watch``; None when not running under tuidebug.
 CURRENT: Agent | None = None
@@ -496,6 +500,8 @@ class Agent:
             self.event("model", f"{type(module).__name__} with {count:,} parameters")
             self._param_names.update({id(p): name for name, p in module.named_parameters()})
             self.facts.address_space = process_memory()[1]  # before its first forward: what the OOM check builds on
+            if len(seen.models) == 1:  # the first pass's start, for the containers' count (as at each loader's start)
+                self.facts.observe_containers(holders.container_sizes(seen.models))
             seen.module_names.update({id(m): name or type(m).__name__ for name, m in module.named_modules()})
             self.on_new_model(module)
         seen.model = module
@@ -556,6 +562,9 @@ class Agent:
         if seen.iterated is None:
             site = user_site()
             seen.iterated = str(site) if site else "?"
+        seen.passes, seen.pass_started = seen.passes + 1, self.step
+        if seen.trained and seen.passes == 2:
+            self.event("settled", "epoch_end: the first pass over the training data ended")
         if self.observed.models:
             self.facts.observe_containers(holders.container_sizes(self.observed.models))
             self._report_findings()
@@ -685,6 +694,8 @@ class Agent:
             if code in ("graphs_kept", "memory_growth", "container_growth"):
                 details = self._find_leak_holders(any_graph=code == "graphs_kept")
             self.event("finding", f"{code}: {text}", details)
+        for code, text in self.facts.new_suspicions():
+            self.event("suspect", f"{code}: {text}")
 
     def _find_leak_holders(self, any_graph: bool) -> list[str]:
         """Memory is kept across steps: name what holds it now, while the loop's frames exist. Graphs of
@@ -792,8 +803,25 @@ class Agent:
             return
         if self._primary is not None and optimizer is self._primary():
             if self.loop_uses_loader() and self.batches[-1].source in self.facts.loaders:
-                self.facts.loaders[self.batches[-1].source].trained = True
+                self._trained_from(self.batches[-1].source)
             self._finish_step(skipped=False)
+
+    def _trained_from(self, source: int) -> None:
+        """The loop trains on this loader's batches. The first time, while its first pass is on, the end of
+        that pass is announced as evidence to wait for: much of a script runs at an epoch's end (evaluation,
+        metrics, a schedule's step), and diagnose lengthens its window for it when the end is near."""
+        seen = self.facts.loaders[source]
+        if seen.trained:
+            return
+        seen.trained = True
+        loader = self.loaders.get(source, lambda: None)()
+        try:
+            batches = len(loader)
+        except TypeError:  # an iterable dataset: no end to wait for
+            return
+        if seen.passes == 1 and not any(other.trained for key, other in self.facts.loaders.items() if key != source):
+            self.event("suspect", f"epoch_end: the first pass over the training data ({batches} batches) has not ended",
+                       [str(batches), str(seen.pass_started)])
 
     def on_scaler_skipped(self, optimizer: torch.optim.Optimizer, scale: float | None) -> None:
         """GradScaler.step fired no optimizer hook: it skipped the step on inf/NaN gradients."""
@@ -852,7 +880,8 @@ class Agent:
         self._backward_since_step, self._loss_calls, self._loss_targets = 0, 0, []
         self.facts.step_done()
         self._last_step_end = now
-        if self.step % max(1, self.config.memory_every) == 0:
+        slow = record.step_seconds is not None and record.step_seconds >= MEMORY_EVERY_STEP_SECONDS
+        if slow or self.step % max(1, self.config.memory_every) == 0:
             rss, vms = process_memory()
             self.facts.record_memory(self.step, rss, record.cuda_allocated, vms)
         self.tracing_outputs = sampled(self.step + 1)

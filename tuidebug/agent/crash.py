@@ -135,7 +135,7 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
     if failed_loss is not None:
         crash.loss = (f"{failed_loss.function}(input {describe(failed_loss.input)}, "
                       f"target {describe(failed_loss.target)})")
-    if _is_oom(exc):
+    if is_out_of_memory(exc):
         _out_of_memory(crash, exc)
     elif failed_loss is not None and _loss_findings(crash, failed_loss, model_batch, one_hot,
                                                     found[1] if found is not None else None):
@@ -502,7 +502,8 @@ def _no_graph(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and "does not require grad" in str(exc)
 
 
-def _is_oom(exc: BaseException) -> bool:
+def is_out_of_memory(exc: BaseException) -> bool:
+    """torch's OutOfMemoryError, the CPU allocator's failure, or Python's MemoryError."""
     if isinstance(exc, torch.OutOfMemoryError):
         return True
     text = str(exc)

@@ -160,6 +160,8 @@ class LoaderSeen:
     iterated: str | None
     shuffled: bool
     trained: bool = False
+    passes: int = 0
+    pass_started: int = 0  # the step count when its latest pass began
 
 
 @dataclass
@@ -394,6 +396,19 @@ class Facts:
                 return (f"`{path}` ({owner}) holds {recent[-1]} tensors and keeps more at every pass over the data "
                         f"({', '.join(map(str, recent))}): nothing empties it", [])
         return None
+
+    def new_suspicions(self) -> list[tuple[str, str]]:
+        """(code, text) of evidence still building, not reported yet: a container of the model that held
+        more tensors at every pass seen so far, too few passes for a finding. diagnose lengthens its window
+        for it: a slow run may need a few more passes over the data to decide."""
+        found = [("container_growth", f"`{path}` ({owner}) held more tensors at every pass so far "
+                  f"({', '.join(map(str, counts))})")
+                 for path, (owner, counts) in self.container_counts.items()
+                 if 2 <= len(counts) < CONTAINER_PASSES and counts[-1] >= CONTAINER_TENSORS
+                 and all(b > a for a, b in zip(counts, counts[1:]))]
+        fresh = [(code, text) for code, text in found if f"suspect:{code}" not in self.reported]
+        self.reported.update(f"suspect:{code}" for code, _ in fresh)
+        return fresh
 
     def _growth(self) -> str | None:
         growth = self.memory_growth()

@@ -15,6 +15,7 @@ import faulthandler
 import importlib.machinery
 import io
 import json
+import mmap
 import os
 import resource
 import runpy
@@ -31,7 +32,7 @@ from tuidebug.agent import core, hooks
 from tuidebug.agent.client import AgentClient, ConnectionRefused
 from tuidebug.agent.core import Agent, AgentConfig
 from tuidebug.agent.sandbox import WriteSandbox
-from tuidebug.agent.crash import analyse
+from tuidebug.agent.crash import analyse, is_out_of_memory
 from tuidebug.agent.memory import MemoryReader
 from tuidebug.agent.reattach import Reattach
 from tuidebug.agent.output import mark_probe_output, survive_closed_pipes
@@ -51,6 +52,7 @@ def main() -> None:
     agent_config = AgentConfig.from_dict(config.get("agent", {}))
     argv = [config["target"], *config["args"]]
     survive_closed_pipes(config["target"])
+    _dump_stacks_on_signal(config.get("stack_file"))  # before the hello: the TUI signals only a process that said it
     if config.get("marks_probe_output"):
         mark_probe_output()
 
@@ -67,7 +69,6 @@ def main() -> None:
     elif agent_config.attachable and agent.client is not None:
         Reattach(client, config["target"], config["args"]).enable()
     client.immediate["cancel"] = lambda args: agent.probes.cancel.set()
-    _dump_stacks_on_signal(config.get("stack_file"))
     hooks.install(agent)
     if agent_config.scratch_writes:
         WriteSandbox(agent_config.scratch_writes).install()
@@ -117,6 +118,13 @@ def _dump_stacks_on_signal(path: str | None) -> None:
 
 M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8  # glibc's mallopt parameters
 LARGE_BLOCK = 1 << 20
+# Address space held back under an RLIMIT_AS cap and given up when the script runs out of memory, so that
+# the checks after it have room: at that point the script has used all there was. Never touched, so it is
+# never resident. 16 MiB holds the census's list of live objects (8 bytes each) for two million objects;
+# kept small, since the script's own failure comes that much earlier (64 MiB moved a corpus case's OOM
+# one evaluation batch sooner).
+RESERVE_BYTES = 16 << 20
+_RESERVE: list[mmap.mmap] = []
 
 
 def _spare_address_space() -> None:
@@ -133,6 +141,15 @@ def _spare_address_space() -> None:
         libc.mallopt(M_MMAP_THRESHOLD, LARGE_BLOCK)
     except (OSError, AttributeError):  # not glibc: nothing to adjust
         pass
+    try:
+        _RESERVE.append(mmap.mmap(-1, RESERVE_BYTES, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_NORESERVE", 0)))
+    except OSError:  # the cap leaves no room for it: the script comes first
+        pass
+
+
+def _release_reserve() -> None:
+    while _RESERVE:
+        _RESERVE.pop().close()
 
 
 def run_target(agent: Agent, target: str, args: list[str], module: bool) -> int:
@@ -183,6 +200,8 @@ def _exit_code(code: object) -> int:
 
 
 def _report(agent: Agent, exc: BaseException) -> None:
+    if is_out_of_memory(exc):
+        _release_reserve()
     tb = _user_traceback(exc.__traceback__)
     exc.__traceback__ = tb  # excepthook prints the exception's own traceback, not its argument
     sys.excepthook(type(exc), exc, tb)

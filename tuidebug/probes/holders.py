@@ -13,7 +13,9 @@ from __future__ import annotations
 import collections
 import functools
 import gc
+import inspect
 import sys
+import time
 import types
 import warnings
 from dataclasses import dataclass
@@ -23,7 +25,8 @@ from typing import Any
 
 import torch
 
-from tuidebug.probes.source import accumulations, assignments, calls_of, enclosing_function
+from tuidebug.format import bytes_text
+from tuidebug.probes.source import accumulations, assignments, calls_of, enclosing_function, item_assignments
 from tuidebug.sites import Site, is_user_file
 
 GRAPH_AGE = 2
@@ -33,6 +36,10 @@ SAMPLED = 64  # items looked at from each end of a long container
 MIN_TENSORS = 8  # a container of this many tensors is reported as growth even without graphs
 FUNCTIONS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
 FEEDS = ("append", "extend", "insert", "appendleft", "add", "update", "__setitem__")
+# Tensors spread over many objects of one class (a per-item cache: each token keeps its embeddings) are
+# found by a census of the live objects: at least MIN_INSTANCES of them, within CENSUS_SECONDS.
+MIN_INSTANCES = 8
+CENSUS_SECONDS = 3.0
 
 
 @dataclass
@@ -79,17 +86,85 @@ class _Search:
         return found
 
 
-def find(frames: list[FrameType], models: list[torch.nn.Module], step: int, any_graph: bool = False) -> list[Holding]:
+def find(frames: list[FrameType], models: list[torch.nn.Module], step: int, any_graph: bool = False,
+         min_tensors: int = MIN_TENSORS) -> list[Holding]:
     """The holders of tensors kept across steps, most graphs first (with ``any_graph``, of any tagged
-    graph: graphs that pile up within one step, in an evaluation loop run with gradients on)."""
+    graph: graphs that pile up within one step, in an evaluation loop run with gradients on); containers
+    without graphs from ``min_tensors`` tensors (fewer, once a container is known to grow)."""
     search = _Search(step + GRAPH_AGE + 1 if any_graph else step)
     found = []
     for name, value, path, owner in _roots(frames, models):
         for holding in _visit(search, name, value, path, owner, 0):
-            if holding.oldest is not None or (holding.tensors >= MIN_TENSORS and holding.kind.startswith(("list", "dict", "deque"))):
+            if holding.oldest is not None or (holding.tensors >= min_tensors and holding.kind.startswith(("list", "dict", "deque"))):
                 found.append(holding)
     found.sort(key=lambda h: (h.oldest is None, h.oldest or 0, -h.tensors, -h.bytes))
     return list({h.name: h for h in found}.values())
+
+
+@dataclass
+class Spread:
+    """An attribute of many instances of one user class that holds tensors."""
+    cls: type
+    attr: str
+    instances: int
+    tensors: int
+    bytes: int  # of the storages behind them, each counted once (a slice keeps its whole base alive)
+    element_bytes: int  # of the tensors' own elements
+
+    @property
+    def name(self) -> str:
+        return f"{self.cls.__name__}.{self.attr}"
+
+    @property
+    def line(self) -> str | None:
+        """Where instances are given their tensors: ``train.py:31 `self._embeddings[name] = vector```."""
+        try:
+            return _fed_at(self.attr, inspect.getsourcefile(self.cls))
+        except TypeError:
+            return None
+
+    def text(self) -> str:
+        views = (f" (views into {bytes_text(self.bytes)} of storage: each keeps its whole base tensor alive, "
+                 f"{bytes_text(self.element_bytes)} of its own)" if self.bytes > 2 * self.element_bytes else
+                 f" ({bytes_text(self.bytes)})")
+        return f"`{self.name}` in {self.instances} {self.cls.__name__} objects holds {self.tensors} tensors{views}"
+
+
+def spread_holders() -> list[Spread]:
+    """The attributes of user-class instances that hold tensors, most storage first: a census of the live
+    objects (the only way to see a cache split over thousands of small objects)."""
+    user_modules = {name for name, module in list(sys.modules.items())
+                    if is_user_file(getattr(module, "__file__", None) or "")}
+    groups: dict[tuple[type, str], list] = {}
+    deadline = time.monotonic() + CENSUS_SECONDS
+    for index, candidate in enumerate(gc.get_objects()):
+        if index % 20000 == 0 and time.monotonic() > deadline:
+            break
+        cls = type(candidate)
+        if cls.__module__ not in user_modules or isinstance(candidate, (torch.nn.Module, torch.Tensor, type)):
+            continue
+        for attr, value in getattr(candidate, "__dict__", {}).items():
+            tensors = [t for t in _tensors_in(value, 0) if not t.is_meta]
+            if tensors:
+                group = groups.setdefault((cls, attr), [0, 0, {}, 0])
+                group[0] += 1
+                group[1] += len(tensors)
+                group[3] += sum(t.numel() * t.element_size() for t in tensors)
+                for t in tensors:
+                    storage = t.untyped_storage()
+                    group[2][storage.data_ptr()] = storage.nbytes()
+    found = [Spread(cls, attr, n, count, sum(storages.values()), own)
+             for (cls, attr), (n, count, storages, own) in groups.items() if n >= MIN_INSTANCES]
+    return sorted(found, key=lambda spread: -spread.bytes)
+
+
+def _tensors_in(value: Any, depth: int) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth >= 2 or not isinstance(value, (dict, list, tuple)):
+        return []
+    items = value.values() if isinstance(value, dict) else value
+    return [t for item in items for t in _tensors_in(item, depth + 1)]
 
 
 def piled(frames: list[FrameType], step: int, more_than: int) -> list[tuple[str, int, str | None]]:
@@ -235,7 +310,7 @@ def _fed_at(name: str, path: str | None) -> str | None:
         return None
     attr = name.split(".")[-1]
     sites = next((found for method in FEEDS if (found := calls_of(path, attr, method))), None) or \
-        accumulations(path, attr) or assignments(path, attr)
+        item_assignments(path, attr) or accumulations(path, attr) or assignments(path, attr)
     if not sites:
         return None
     function = enclosing_function(path, sites[-1].line)

@@ -40,6 +40,9 @@ ONE_EXAMPLE_SHARE = 0.1
 SQUARE_LENGTH = 256  # a length below this squared is an ordinary activation (a 16x16 feature map)
 MAX_HEADS = 64
 FRACTIONS = (0.125, 0.25, 0.5)
+# A census finding (tensors spread over many objects of one class) explains measured growth when those
+# objects hold at least this share of it: the rest is the allocator's slack and the step's own buffers.
+SPREAD_SHARE = 0.5
 
 
 # --- the allocation that failed -------------------------------------------------------------
@@ -392,12 +395,17 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
         if kept:
             return _kept_at_oom(ctx, kept, crash.memory["asked_bytes"], evidence)
     if facts.growing_container is not None:
-        kept = [h for h in found if h.name.rsplit(".", 1)[0] == facts.growing_container.rsplit(".", 1)[0]]
+        owner = facts.growing_container.rsplit(".", 1)[0]
+        kept = [h for h in holders.find(ctx.run.user_frames(), ctx.run.known_models(), step, min_tensors=1)
+                if h.name.rsplit(".", 1)[0] == owner]
         if kept:
             evidence.append(f"`{facts.growing_container}` grew at every pass over the data: "
                             + ", ".join(map(str, facts.container_counts[facts.growing_container][1][-8:])))
             return _kept_state(ctx, kept, evidence)
     if growth is not None or "memory_growth" in facts.reported:
+        spread = _spread_over_instances(ctx, found, growth)
+        if spread is not None:
+            return _spread_outcome(ctx, spread, evidence, growth)
         holder = found[0] if found else None
         per_step = f" {bytes_text(growth[0])}" if growth else ""
         summary = f"memory grows{per_step} a step" + (
@@ -408,6 +416,41 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
                             "find what keeps growing: a list or cache filled every step",
                             data={"cause": "memory_growth"})
     return ProbeOutcome(PASS, "no memory kept across steps", evidence)
+
+
+def _spread_over_instances(ctx: ProbeContext, found: list[holders.Holding],
+                           growth: tuple[float, int, int, str] | None) -> holders.Spread | None:
+    """Tensors kept across many objects of one class, holding at least SPREAD_SHARE of the growth that was
+    measured and more than any single container found: what no variable or container shows."""
+    grown = growth[1] if growth is not None else 0
+    spread = next(iter(holders.spread_holders()), None)
+    largest = max((h.bytes for h in found), default=0)
+    return spread if spread is not None and spread.bytes >= max(SPREAD_SHARE * grown, largest, 1) else None
+
+
+def _spread_outcome(ctx: ProbeContext, spread: holders.Spread, evidence: list[str],
+                    growth: tuple[float, int, int, str] | None) -> ProbeOutcome:
+    fed = spread.line
+    evidence.append(spread.text() + (f"; given at {fed}" if fed else ""))
+    emptied = source.emptying_methods(spread.cls, spread.attr)
+    calls = [(method, site) for method, _ in emptied for path in sorted(ctx.run.facts.source_files)
+             for site in source.calls_named(path, {method}) if source.enclosing_function(site.path, site.line) != method]
+    evidence += [f"{spread.cls.__name__}.{method}() empties it ({site.short})" for method, site in emptied]
+    evidence += [f"{method}() is called at {site}" for method, site in calls[:3]]
+    where = f" (given at {fed.split(' ', 1)[0]})" if fed else ""
+    if calls:
+        fix = (f"empty `{spread.name}` after each step: make sure {calls[0][0]}() runs (it is called at "
+               f"{calls[0][1]}), or keep only a bounded cache")
+    elif emptied:
+        fix = f"call {emptied[0][0]}() on each {spread.cls.__name__} after the step that used it"
+    else:
+        fix = f"empty `{spread.name}` after each step, or keep only a bounded cache"
+    if spread.bytes > 2 * spread.element_bytes:
+        fix += ": the tensors are slices of larger ones, so .clone() what must be kept"
+    per_step = f" {bytes_text(growth[0])}" if growth else ""
+    return ProbeOutcome(FAIL, f"memory grows{per_step} a step: `{spread.name}`{where} keeps tensors across steps in "
+                        f"{spread.instances} {spread.cls.__name__} objects ({bytes_text(spread.bytes)} in all)", evidence,
+                        fix, data={"cause": "memory_growth"})
 
 
 def _gathered(holder: tuple[str, int, str | None], evidence: list[str], per_step: int) -> ProbeOutcome:

@@ -95,6 +95,42 @@ def assignments(path: str, name: str) -> list[Site]:
     return sorted(set(lines), key=lambda site: site.line)
 
 
+def item_assignments(path: str, name: str) -> list[Site]:
+    """The lines of ``path`` that store into ``name`` by key: ``self.cache[key] = value``."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+    return sorted({Site(path, node.lineno, "") for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                   for target in node.targets if isinstance(target, ast.Subscript) and _name_of(target.value) == name},
+                  key=lambda site: site.line)
+
+
+def emptying_methods(cls: type, name: str) -> list[tuple[str, Site]]:
+    """(method, line) of the methods of ``cls`` that empty ``self.<name>``: assign it an empty container or
+    call its ``clear()``."""
+    try:
+        path = inspect.getsourcefile(cls)
+    except TypeError:
+        return []
+    tree = _tree(path) if path else None
+    node = next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__), None) if tree else None
+    found = []
+    for method in (n for n in (node.body if node else []) if isinstance(n, ast.FunctionDef) and n.name != "__init__"):
+        for sub in ast.walk(method):
+            empties = (isinstance(sub, ast.Assign) and any(_name_of(t) == name for t in sub.targets)
+                       and isinstance(sub.value, (ast.Dict, ast.List, ast.Set)) and not _elements(sub.value)) or (
+                isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "clear"
+                and _name_of(sub.func.value) == name)
+            if empties:
+                found.append((method.name, Site(path, sub.lineno, method.name)))
+                break
+    return found
+
+
+def _elements(node: ast.expr) -> list[Any]:
+    return node.keys if isinstance(node, ast.Dict) else node.elts
+
+
 def accumulations(path: str, name: str) -> list[Site]:
     """The lines of ``path`` that add to ``name``: ``x += ...`` or ``x = x + ...`` (and on ``self.x``)."""
     tree = _tree(path)
