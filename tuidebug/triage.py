@@ -37,7 +37,9 @@ FINDING_ORDER = (("oom", ("graphs_kept", "container_growth")), ("shape", ("loss_
 # checks apply: the rate, the gradients); one that ends above NOT_FALLING times its start has not
 # learned in the window. Chosen on the corpus: healthy runs fall well below 0.9 of their start within
 # their first hundreds of steps (the slowest, SGD at 1e-3, ends near 0.8); a plateau-then-drop run
-# still falls below it once the drop is in the window.
+# still falls below it once the drop is in the window. A ratio says nothing about a loss that goes below
+# 0 (REINFORCE's policy loss, a critic's score) or about adversarial losses (two optimizers, a GAN: the
+# Wasserstein estimate rises while both learn): neither is judged by it.
 TREND_STEPS = 12
 DIVERGING = 10.0
 NOT_FALLING = 0.95
@@ -49,6 +51,8 @@ class Trend:
     first: float
     last: float
     steps: int
+    signed: bool = False  # some loss was below 0: an objective (a policy gradient, a critic), not an error
+
 
     @property
     def ratio(self) -> float:
@@ -63,7 +67,8 @@ def loss_trend(session: Session) -> Trend | None:
     if len(losses) < TREND_STEPS:
         return None
     fifth = max(3, len(losses) // 5)
-    return Trend(statistics.median(losses[:fifth]), statistics.median(losses[-fifth:]), len(losses))
+    return Trend(statistics.median(losses[:fifth]), statistics.median(losses[-fifth:]), len(losses),
+                 signed=min(losses) < 0)
 
 
 def preselect(session: Session) -> tuple[str, str]:
@@ -98,7 +103,7 @@ def preselect(session: Session) -> tuple[str, str]:
         reasons = [reason for code, reason in findings.get(branch, []) if codes is None or code in codes]
         if reasons:
             return branch, reasons[0]
-    if trend is not None and trend.ratio > DIVERGING:
+    if trend is not None and trend.ratio > DIVERGING and not trend.signed and optimizers < 2:
         return "nan", f"the loss diverges without going non-finite: {trend.text()}"
     if trend is not None and trend.ratio > NOT_FALLING and optimizers < 2:
         return "learning", f"the run does not learn: {trend.text()}"

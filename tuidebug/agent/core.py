@@ -177,7 +177,8 @@ class Agent:
         self.observed = Observed()
         self.facts = Facts()
         self.crash: Any = None  # the analysed exception of the script (``crash.Crash``), set post-mortem
-        self.optimizers: list[torch.optim.Optimizer] = []
+        self.optimizers: list[torch.optim.Optimizer] = []  # those that stepped, the primary first
+        self.created_optimizers: weakref.WeakSet = weakref.WeakSet()  # every one the script made
         self.batches: KeptBatches[Captured] = KeptBatches(config.keep_batches, config.batch_bytes)
         self.step_inputs: KeptBatches[StepInputs] = KeptBatches(config.keep_batches, config.batch_bytes)
         self.history: collections.deque[Step] = collections.deque(maxlen=HISTORY_STEPS)
@@ -389,7 +390,8 @@ class Agent:
         seen.output = weakref.ref(output) if isinstance(output, torch.Tensor) else None
         if isinstance(output, torch.Tensor):
             if output.grad_fn is not None and not self.probes.replaying:
-                self.facts.tag_graph(output, self.step + 1, "model output")
+                model = self.observed.model
+                self.facts.tag_graph(output, self.step + 1, "model output", model is not None and not model.training)
                 if self.facts.graphs_piling_up(self.step + 1):
                     self._report_findings()
         elif isinstance(output, (tuple, list, dict)):
@@ -453,6 +455,7 @@ class Agent:
             self.facts.half_site = str(site)
 
     def on_optimizer_created(self, optimizer: torch.optim.Optimizer) -> None:
+        self.created_optimizers.add(optimizer)
         site = user_site()
         if site is not None:
             self.facts.source_files.add(site.path)
@@ -766,8 +769,8 @@ class Agent:
             self.facts.check_gradients(step, self.model)
             self.facts.mode_checks.append((step, self.model.training))
             del self.facts.mode_checks[:-50]
-            if step <= 2:
-                self.facts.check_parameters(self.model, self.optimizers)
+            if step <= 2:  # every optimizer made: at step 1 an actor's may not have stepped yet after the critic's
+                self.facts.check_parameters(self.model, [*self.optimizers, *self.created_optimizers])
         norms = per_parameter_norms(params)
         if not norms:
             return

@@ -148,6 +148,7 @@ class GraphTag:
 
     step: int
     what: str
+    evaluating: bool = False  # a model output made in eval mode (with gradients on)
 
 
 @dataclass
@@ -363,12 +364,18 @@ class Facts:
             kinds = sorted({tag.what for tag in old})[:3]
             return (f"the autograd graphs of {len(steps)} earlier steps (from step {steps[0]} on: {', '.join(kinds)}) "
                     f"are still alive at step {step}: something keeps them across steps", [])
-        alive = self.graphs_of_step(step + 1)
+        alive = self._evaluated(step + 1)
         if len(alive) > self.graph_allowance():
-            return (f"{len(alive)} model outputs and losses of the step in progress still hold their autograd graphs "
-                    f"(a step of this loop makes {self.tags_per_step or 'a few'}): something keeps them, an evaluation "
-                    "run with gradients on, or outputs collected without .detach()", [])
+            return (f"{len(alive)} model outputs made in eval mode in the step in progress still hold their autograd "
+                    f"graphs (a step of this loop makes {self.tags_per_step or 'a few'}): an evaluation run with "
+                    "gradients on keeps them, collected without .detach()", [])
         return None
+
+    def _evaluated(self, step: int) -> list[GraphTag]:
+        """The graphs of ``step`` made by the model in eval mode: an evaluation run with gradients on. Outputs
+        made in training mode pile up by design before the backward that uses them (an episode's
+        log-probabilities in REINFORCE, losses summed over micro-batches)."""
+        return [tag for tag in self.graphs_of_step(step) if tag.evaluating]
 
     def graphs_of_step(self, step: int) -> list[GraphTag]:
         return [tag for tag in self.graphs_alive() if tag.step == step]
@@ -446,15 +453,15 @@ class Facts:
         """Checked every few tags: more graphs of the step in progress alive than a step makes."""
         self.tagged += 1
         return self.tagged % PILE_CHECK == 0 and "graphs_kept" not in self.reported and \
-            len(self.graphs_of_step(step)) > self.graph_allowance()
+            len(self._evaluated(step)) > self.graph_allowance()
 
     # --- graphs kept alive across steps ------------------------------------------------------
 
-    def tag_graph(self, tensor: torch.Tensor, step: int, what: str) -> None:
+    def tag_graph(self, tensor: torch.Tensor, step: int, what: str, evaluating: bool = False) -> None:
         node = tensor.grad_fn
         if node is None:
             return
-        tag = GraphTag(step, what)
+        tag = GraphTag(step, what, evaluating)
         try:
             node.metadata["tuidebug"] = tag
         except (AttributeError, RuntimeError):

@@ -32,8 +32,8 @@ import torch
 from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, NoPipeline, ProbeContext, ProbeOutcome, probe
 from tuidebug.probes.source import (
-    assignments, bias_inits, calls_named, enclosing_function, freezes, grad_off_block, indexed_attributes, module_site,
-    rate_assignments, shuffles, weight_inits)
+    assignments, bias_inits, calls_named, enclosing_function, freezes, grad_off_block, guarded_steps, indexed_attributes,
+    module_site, rate_assignments, shuffles, weight_inits)
 from tuidebug.probes.trials import finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site, is_user_file
@@ -328,6 +328,13 @@ def step(ctx: ProbeContext) -> ProbeOutcome:
                    "only changes the rate, the optimizer applies the gradients")
         else:
             fix = f"call optimizer.step() after loss.backward() ({facts.backward_site}) in every iteration"
+        guarded = [pair for path in sorted(facts.source_files) for pair in guarded_steps(path)]
+        if guarded and not scheduled:
+            call, condition = guarded[0]
+            evidence.append(f"the script calls {call} only under {condition}: that condition never held in "
+                            f"{facts.backward_total} backward passes")
+            fix = (f"fix the condition at {condition} so that it holds every few iterations (for accumulation: "
+                   "`if (i + 1) % N == 0:`): the step under it never ran")
         return ProbeOutcome(FAIL, f"backward() runs but no optimizer step follows{created}", evidence, fix,
                             data={"cause": "missing_optimizer_step"})
     if facts.wiped_grads:

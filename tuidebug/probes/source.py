@@ -387,6 +387,27 @@ def grad_off_block(path: str, line: int) -> Site | None:
     return Site(path, max(found)[1], "") if found else None
 
 
+def guarded_steps(path: str) -> list[tuple[Site, Site]]:
+    """(call, condition) for each ``<optimizer>.step()`` call of ``path`` (a receiver whose name says
+    optimizer: ``optimizer``, ``opt_g``, ``self.optim``) that sits in the body of an ``if``: the step runs
+    only when that condition holds."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            for sub in (n for statement in node.body for n in ast.walk(statement)):
+                if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "step" \
+                        and "opt" in (_name_of(sub.func.value) or "").lower():
+                    found.append((Site(path, sub.lineno, ""), Site(path, node.lineno, "")))
+    innermost = {}
+    for call, condition in found:  # nested ifs: the one nearest the call
+        if call not in innermost or condition.line > innermost[call].line:
+            innermost[call] = condition
+    return sorted(innermost.items(), key=lambda item: item[0].line)
+
+
 def _node_holds(node: ast.AST, line: int) -> bool:
     return getattr(node, "lineno", line + 1) <= line <= (getattr(node, "end_lineno", None) or -1)
 
