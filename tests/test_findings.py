@@ -19,7 +19,7 @@ from tuidebug.agent.facts import Facts
 from tuidebug.probes import holders, source
 from tuidebug.probes.learning import rate_not_factor
 from tuidebug.probes.memory import _kept_more_than, _square_length
-from tuidebug.probes.source import grad_off_block, indexed_attributes, module_site
+from tuidebug.probes.source import grad_off_block, guarded_steps, indexed_attributes, module_site
 from tuidebug.probes.unsafe_math import ForwardWatch, SafeOp
 
 
@@ -322,3 +322,19 @@ def test_tensors_kept_across_many_small_objects_are_found_by_a_census_with_the_l
     for token in tokens:
         token.clear_embeddings()
     assert not any(s.cls is Token for s in holders.spread_holders())
+
+
+def test_an_optimizer_step_under_a_condition_is_found_with_the_condition(tmp_path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("for i, batch in enumerate(loader):\n"
+                      "    loss = model(batch).mean()\n"
+                      "    loss.backward()\n"
+                      "    if i % accumulate:\n"
+                      "        if ready:\n"
+                      "            self.optim_g.step()\n"
+                      "        optimizer.zero_grad()\n"
+                      "    scheduler.step()\n")
+
+    found = guarded_steps(str(script))
+
+    assert [(call.line, condition.line) for call, condition in found] == [(6, 5)]  # the innermost if

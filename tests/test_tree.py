@@ -186,6 +186,7 @@ def test_a_finding_of_the_agent_opens_its_branch(finding, branch):
     ([1.0 + 0.5 * i for i in range(20)], "learning"),
     ([1.0 * 2 ** i for i in range(20)], "nan"),
     ([1.0 / (1 + i) for i in range(20)], "healthy"),
+    ([0.1 * (-1) ** i * (1 + i) for i in range(20)], "healthy"),  # a policy-gradient loss: signed, no ratio
 ])
 def test_the_loss_trend_opens_the_learning_or_divergence_branch(losses, branch):
     session = Session("train.py", [])

@@ -105,7 +105,7 @@ def preselect(session: Session) -> tuple[str, str]:
             return branch, reasons[0]
     if trend is not None and trend.ratio > DIVERGING and not trend.signed and optimizers < 2:
         return "nan", f"the loss diverges without going non-finite: {trend.text()}"
-    if trend is not None and trend.ratio > NOT_FALLING and optimizers < 2:
+    if trend is not None and trend.ratio > NOT_FALLING and not trend.signed and optimizers < 2:
         return "learning", f"the run does not learn: {trend.text()}"
     return "healthy", "no non-finite value, no exception, no finding" + (f"; {trend.text()}" if trend else "")
 
