@@ -124,6 +124,8 @@ def _copy(model: torch.nn.Module, optimizer: Any, schedulers: list[Any] = ()) ->
             if "_trainer" in module.__dict__:
                 module.__dict__["_trainer"] = trainer
         copied.log = copied.log_dict = _quiet  # on the copy's instance only
+    if hasattr(optimizer, "_params") and not hasattr(copied_optimizer, "_params"):
+        copied_optimizer._params = copied_optimizer.param_groups[0]["params"]  # LBFGS: set by __init__ only
     return copied, copied_optimizer, copied_schedulers
 
 
@@ -208,7 +210,8 @@ def _quiet(*args: Any, **kwargs: Any) -> None:
 def _training_step_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        output = model.training_step(batch, 0)
+        takes_index = len(inspect.signature(model.training_step).parameters) >= 2  # batch_idx is optional
+        output = model.training_step(batch, 0) if takes_index else model.training_step(batch)
     loss = output.get("loss") if isinstance(output, dict) else output
     if not isinstance(loss, torch.Tensor):
         raise NoPipeline("training_step returned no loss (manual optimization): the probes cannot train a copy")
@@ -271,6 +274,7 @@ class CopyTrainer:
             raise NoPipeline(
                 "the loss was computed by code tuidebug cannot replay here (the script's loop is gone, and "
                 "no nn.Module loss was seen): add `tuidebug.watch(model, optimizer, loss_fn=lambda model, batch: ...)`")
+        self._rebuilt = self._loss not in (_training_step_loss, observed.watch_loss)  # not the script's own code
         # Inputs caught at the model's call may carry the graph of earlier calls (an RNN's hidden state
         # carried over characters): the replay treats them as data, or its second backward would fail.
         self.carried = {path for path, tensor in tensors_in(self.inputs) if tensor.grad_fn is not None}
@@ -319,7 +323,7 @@ class CopyTrainer:
         if adjust.before_forward is not None:
             adjust.before_forward(self.model)
         with adjust.mode() if adjust.mode else contextlib.nullcontext():
-            loss = self._loss(self.model, batch)
+            loss = self._first_loss(batch) if self.iterations == 1 else self._scalar(self._loss(self.model, batch))
         result.loss = float(loss.detach())
         if adjust.before_backward is not None:
             adjust.before_backward(loss)
@@ -336,10 +340,28 @@ class CopyTrainer:
                 scheduler.step()
         return result
 
+    def _first_loss(self, batch: Any) -> torch.Tensor:
+        """The first replayed loss: a loss rebuilt from what was observed (the model's inputs, the loss
+        function and its target's place in the batch) that does not fit the batch was rebuilt wrongly
+        (the script reshapes the target, or combines several losses): the probes cannot train a copy."""
+        try:
+            return self._scalar(self._loss(self.model, batch))
+        except (RuntimeError, ValueError, TypeError, IndexError, KeyError) as exc:
+            if self._rebuilt:
+                raise NoPipeline(f"the loss rebuilt from what was observed does not fit the captured batch "
+                                 f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}): give the probes the loss "
+                                 "with `tuidebug.watch(model, optimizer, loss_fn=lambda model, batch: ...)`") from exc
+            raise
+
+    @staticmethod
+    def _scalar(loss: torch.Tensor) -> torch.Tensor:
+        """A loss of reduction="none" that the script reduced itself: the mean, as most scripts take."""
+        return loss.mean() if isinstance(loss, torch.Tensor) and loss.dim() > 0 else loss
+
     def _closure(self, batch: Any, adjust: Adjust) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)
         with adjust.mode() if adjust.mode else contextlib.nullcontext():
-            loss = self._loss(self.model, batch)
+            loss = self._scalar(self._loss(self.model, batch))
         loss.backward()
         return loss
 

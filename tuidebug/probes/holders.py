@@ -310,7 +310,7 @@ def _fed_at(name: str, path: str | None) -> str | None:
         return None
     attr = name.split(".")[-1]
     sites = next((found for method in FEEDS if (found := calls_of(path, attr, method))), None) or \
-        item_assignments(path, attr) or accumulations(path, attr) or assignments(path, attr)
+        item_assignments(path, attr) or accumulations(path, attr) or assignments(path, attr, attribute="." in name)
     if not sites:
         return None
     function = enclosing_function(path, sites[-1].line)

@@ -523,5 +523,9 @@ def _leak_fix(holder: holders.Holding) -> str:
                 "torch.no_grad(): a running statistic needs its value, not its history")
     if holder.kind == "Tensor":
         return f"accumulate a number, not the graph{line}: {holder.name} += loss.item() (or loss.detach())"
+    if holder.line and not any(f".{feed}(" in holder.line for feed in holders.FEEDS):  # assigned, not appended to
+        return (f"store it detached{line}: what `{holder.name}` keeps is carried to the next step with its graph "
+                f"(a recurrent state: `{holder.name} = tuple(t.detach() for t in ...)`, or h.detach() at each "
+                "step's start)")
     return (f"store detached values{line}: {holder.name}.append(x.detach()) (or x.item()), and run evaluation "
             "under torch.no_grad()")

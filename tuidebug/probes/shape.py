@@ -11,6 +11,8 @@ the failing row marked, and the reshape that folds the batch dimension if one do
 
 from __future__ import annotations
 
+import ast
+import math
 from typing import Any
 
 import torch
@@ -42,6 +44,18 @@ def operands(ctx: ProbeContext) -> ProbeOutcome:
     facts = ctx.run.facts
     broadcast = next((c for c in facts.loss_calls.values() if c.broadcasts and c.function not in
                       ("cross_entropy", "nll_loss")), None)
+    inputs = ctx.run.model_inputs()
+    batch = batch_size_of(inputs) if inputs is not None else None
+    if broadcast is not None and batch and broadcast.target_shape and broadcast.target_shape[0] == batch \
+            and broadcast.input_shape and broadcast.input_shape[0] != batch:
+        # The model's output has more (or fewer) rows than its input batch and the target: the model moved the
+        # batch dimension (the trace finds the reshape), the broadcast is its symptom.
+        return ProbeOutcome(PASS, f"{broadcast.function} at {broadcast.site.split(' ', 1)[0]} gets an input of "
+                            f"{broadcast.input_shape[0]} rows for a batch of {batch}: the model changes the batch "
+                            "dimension (the forward's trace says where)",
+                            [f"loss call: {broadcast.function} at {broadcast.site}",
+                             f"input {shape_text(broadcast.input_shape)}, target {shape_text(broadcast.target_shape)},"
+                             f" model input batch {batch}"])
     if broadcast is not None:
         shape = tuple(torch.broadcast_shapes(torch.Size(broadcast.input_shape), torch.Size(broadcast.target_shape)))
         site = broadcast.site.split(" ", 1)[0]
@@ -78,6 +92,7 @@ class Folds(OpWatch):
         super().__init__()
         self.batch = batch
         self.fold: tuple[str, Site, str] | None = None
+        self.shapes: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
         inputs, outputs = tensors_of(args[:1]), tensors_of([result])
@@ -87,6 +102,7 @@ class Folds(OpWatch):
         before, after = inputs[0].shape, outputs[0].shape
         if before[0] == self.batch and after[0] != self.batch:
             self.fold = (name, site, f"{shape_text(before)} -> {shape_text(after)}")
+            self.shapes = (tuple(before), tuple(after))
 
     def done(self) -> bool:
         return self.fold is not None
@@ -140,14 +156,45 @@ def trace(ctx: ProbeContext) -> ProbeOutcome:
     if folds is not None and folds.fold is not None:
         name, site, change = folds.fold
         evidence.append(f"{name} at {site} changes the batch dimension: {change}")
+        per_sample = _per_sample_ratio(folds.shapes)
+        if per_sample:
+            evidence.append(f"each sample has {per_sample}x the values the {name} makes room for: the input is larger "
+                            "than the layers before it were sized for")
         fix = (f"concatenate along the features at {site.short} (torch.cat(parts, dim=1)), not along the batch, "
                "and size the next layer for it" if name in CONCATENATIONS else
-               f"keep the batch first at {site.short}: x.view(x.size(0), -1) (or x.flatten(1))")
+               f"keep the batch first at {site.short}: {_batch_first(site.text, name)}"
+               + (f", and give the model inputs of the size it was built for (each sample is {per_sample}x too large "
+                  "here) or size its layers for them" if per_sample else ""))
         return ProbeOutcome(FAIL, f"`{name}` at {site.short} folds the batch dimension: {change}", evidence, fix,
                             data={**data, "cause": "batch_folded"})
     if error:
         return ProbeOutcome(FAIL, f"the forward fails: {error}", evidence, data={**data, "cause": "shape_mismatch"})
     return ProbeOutcome(PASS, f"the forward runs: {len(rows)} module call(s) traced", evidence, data=data)
+
+
+def _per_sample_ratio(shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> int | None:
+    """How many times the values of one sample before the fold fill one row after it (more than once: the
+    reshape spilled the extra values of a too-large input into the batch)."""
+    before, after = shapes
+    if len(before) < 2 or len(after) < 2:
+        return None
+    per_before, per_after = math.prod(before[1:]), math.prod(after[1:])
+    ratio = per_before // per_after if per_after else 0
+    return ratio if ratio > 1 and per_before == ratio * per_after else None
+
+
+def _batch_first(text: str, name: str) -> str:
+    """The reshape with its leading -1 given the batch instead: ``x.view(x.size(0), 32, 2, 4, 4)``."""
+    try:
+        call = next(node for node in ast.walk(ast.parse(text.strip().rstrip(":"), mode="exec"))
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == name)
+    except (SyntaxError, StopIteration):
+        call = None
+    if call is not None and call.args and ast.unparse(call.args[0]) == "-1":
+        receiver = ast.unparse(call.func.value)
+        rest = ", ".join(ast.unparse(arg) for arg in call.args[1:])
+        return f"{receiver}.{name}({receiver}.size(0), {rest})"
+    return "x.view(x.size(0), -1) (or x.flatten(1))"
 
 
 def row_text(row: dict[str, Any]) -> str:

@@ -78,8 +78,9 @@ def _tree(path: str) -> ast.AST | None:
         return None
 
 
-def assignments(path: str, name: str) -> list[Site]:
-    """The lines of ``path`` that assign ``name`` (``x = ...``, ``x += ...``, ``self.x = ...``)."""
+def assignments(path: str, name: str, attribute: bool = False) -> list[Site]:
+    """The lines of ``path`` that assign ``name`` (``x = ...``, ``x += ...``, ``self.x = ...``); with
+    ``attribute``, only ``<object>.name = ...`` (not a local of the same name)."""
     tree = _tree(path)
     if tree is None:
         return []
@@ -89,7 +90,7 @@ def assignments(path: str, name: str) -> list[Site]:
             node, (ast.AugAssign, ast.AnnAssign)) else []
         for target in targets:
             for leaf in ast.walk(target):
-                if (isinstance(leaf, ast.Name) and leaf.id == name) or (
+                if (isinstance(leaf, ast.Name) and leaf.id == name and not attribute) or (
                         isinstance(leaf, ast.Attribute) and leaf.attr == name):
                     lines.append(Site(path, node.lineno, ""))
     return sorted(set(lines), key=lambda site: site.line)
