@@ -349,3 +349,33 @@ def test_a_fold_of_a_too_large_input_is_sized_and_its_view_rewritten_with_the_ba
     assert _batch_first("trans = features.view(-1, 32, 2, 4, 4)", "view") == \
         "features.view(features.size(0), 32, 2, 4, 4)"
     assert _batch_first("x = x.reshape(B, -1)", "reshape") == "x.view(x.size(0), -1) (or x.flatten(1))"
+
+
+def test_a_tensor_rebuilt_from_tensors_that_require_grad_is_a_cut_when_some_weights_get_no_gradient(tmp_path) -> None:
+    import importlib.util
+    import warnings
+
+    script = tmp_path / "rollout.py"
+    script.write_text("import torch\n\n"
+                      "def losses(saved):\n"
+                      "    log_probs = torch.tensor(saved)\n"
+                      "    total = float(saved[0])\n"
+                      "    return log_probs, total\n")
+    spec = importlib.util.spec_from_file_location("rollout", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    weight = torch.randn(3, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module.losses([weight[0] * 2, weight[1] * 2])
+    facts = Facts()
+    for warning in caught:
+        facts.note_warning(warning.category, str(warning.message), warning.filename, warning.lineno)
+    assert [site.line for site, _ in facts.graph_cuts] == [4]  # not line 5: float() for a log is no cut
+    assert facts._graph_cut() is None  # every weight still gets a gradient
+    facts.trainable = 4
+    facts.grad_checks = [(25, ["mu_head.weight", "mu_head.bias"], []), (50, ["mu_head.bias", "mu_head.weight"], [])]
+
+    text = facts._graph_cut()
+
+    assert text.startswith("mu_head.bias, mu_head.weight never get a gradient, and rollout.py:4 `log_probs = ")

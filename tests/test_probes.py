@@ -132,19 +132,16 @@ def test_post_mortem_probe_runs_on_a_copy_after_the_script_ended(start_run):
 @pytest.mark.fault('a probe cancelled mid-run',
                    'result cancelled, the run ends bit-identical')
 def test_a_cancelled_probe_still_restores_the_run(start_run):
-    expected = _plain_output(SCRIPTS / "probe_checksum.py")
-    run, session = start_run(SCRIPTS / "probe_checksum.py", break_at=10)
+    """Each forward waits 0.05 s, so the probe is still running when the cancel lands (a batch that fits
+    in a few fast steps would end the probe first)."""
+    expected = _plain_output(SCRIPTS / "probe_checksum.py", "3", "0.05")
+    run, session = start_run(SCRIPTS / "probe_checksum.py", "3", "0.05", break_at=10)
     wait_for(lambda: session.state == "paused", what="the break")
-    for _ in range(3):  # the batch may fit before the cancel lands: then that probe ran whole, and again
-        session.probe_results.pop("overfit", None)
-        session.probe_progress = None
-        run.command("probe", name="overfit", params={"steps": 100000, "examples": 32})
-        wait_for(lambda: session.probe_progress is not None or "overfit" in session.probe_results,
-                 what="progress from the probe")
-        run.command("cancel")
-        wait_for(lambda: "overfit" in session.probe_results, what="the cancelled result")
-        if session.probe_results["overfit"].status == "cancelled":
-            break
+    run.command("probe", name="overfit", params={"steps": 100000, "examples": 32})
+    wait_for(lambda: session.probe_progress is not None or "overfit" in session.probe_results,
+             what="progress from the probe")
+    run.command("cancel")
+    wait_for(lambda: "overfit" in session.probe_results, what="the cancelled result")
 
     assert session.probe_results["overfit"].status == "cancelled"
     assert _finish(run, session) == expected.result()

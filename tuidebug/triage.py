@@ -20,7 +20,7 @@ from tuidebug.tree import Walk, load_tree
 FINDING_BRANCHES = {
     "stale_grads": "learning", "zero_grad_wipes": "learning", "not_in_optimizer": "learning",
     "unregistered_modules": "learning",
-    "frozen": "learning", "no_grad_params": "learning", "eval_mode": "learning", "loss_input": "learning",
+    "frozen": "learning", "no_grad_params": "learning", "graph_cut": "learning", "eval_mode": "learning", "loss_input": "learning",
     "backward_without_graph": "learning", "no_optimizer_step": "learning", "lr_schedule": "learning",
     "lr_collapsed": "learning",
     "loss_broadcast": "shape", "one_hot_width": "shape",

@@ -1,8 +1,11 @@
 """Deterministic training with everything probes must restore: AdamW, StepLR, BatchNorm, Dropout,
-a shuffled DataLoader, python and numpy randomness. Prints a checksum of the final state."""
+a shuffled DataLoader, python and numpy randomness. Prints a checksum of the final state.
+Arguments: epochs (default 3), seconds each forward waits (default 0: a probe that must still be
+running when it is cancelled)."""
 
 import random
 import sys
+import time
 
 import numpy as np
 import torch
@@ -15,7 +18,15 @@ np.random.seed(0)
 x = torch.randn(256, 12)
 y = (x[:, 0] > 0).long()
 loader = DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True)
-model = nn.Sequential(nn.Linear(12, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 2))
+
+
+class Wait(nn.Module):
+    def forward(self, x):
+        time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0.0)
+        return x
+
+
+model = nn.Sequential(Wait(), nn.Linear(12, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 2))
 optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
 scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=5, gamma=0.5)
 criterion = nn.CrossEntropyLoss()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import math
+import re
 import sys
 import weakref
 from dataclasses import dataclass, field
@@ -77,6 +78,11 @@ USUAL_CALLS = 8
 # the NaN/Inf a batch carries later. The first few distinct lines are kept.
 NUMERIC_WARNINGS = 8
 NUMERIC_WARNING = "encountered in"
+# torch warns when a tensor that requires grad is copied into a new tensor (torch.tensor(t), or a list of
+# such tensors made into one): the copy has no graph. On a line that builds a tensor that way, it is a cut
+# in the graph; float(loss) for a log warns too, and is no cut.
+GRAPH_CUT_WARNINGS = ("To copy construct from a tensor", "Converting a tensor with requires_grad=True to a scalar")
+REBUILDS = re.compile(r"\b(torch\.(tensor|Tensor|FloatTensor|as_tensor|DoubleTensor)|np\.(array|asarray))\(")
 
 
 def sampled(step: int) -> bool:
@@ -218,6 +224,7 @@ class Facts:
     source_files: set[str] = field(default_factory=set)  # the user's files the sites above are in
     loaders: dict[int, LoaderSeen] = field(default_factory=dict)  # id(DataLoader) -> what was seen of it
     numeric_warnings: list[tuple[Site, str]] = field(default_factory=list)  # numpy's, at the user's lines
+    graph_cuts: list[tuple[Site, str]] = field(default_factory=list)  # torch's, where a tensor is rebuilt
     reported: set[str] = field(default_factory=set)
 
     # --- findings: what is wrong beyond doubt, reported once as it is seen --------------------
@@ -230,6 +237,7 @@ class Facts:
                             ("stale_grads", self._stale), ("zero_grad_wipes", self._wiped),
                             ("not_in_optimizer", self._not_in_optimizer),
                             ("unregistered_modules", self._unregistered), ("no_grad_params", self._no_grad),
+                            ("graph_cut", self._graph_cut),
                             ("eval_mode", self._eval_mode), ("loss_input", self._loss_input),
                             ("no_optimizer_step", self._no_step), ("lr_schedule", lambda: self._schedule(step)),
                             ("lr_collapsed", lambda: self._collapsed_rate(step)),
@@ -295,6 +303,22 @@ class Facts:
             return None
         return (f"no gradient reached any of the {self.trainable} trainable parameter(s) at steps "
                 f"{', '.join(str(c[0]) for c in checks)} ({', '.join(sorted(missing)[:4])}...)")
+
+    def partly_reached(self) -> list[str]:
+        """The trainable parameters that got no gradient at the last two checks while the others did."""
+        checks = [c for c in self.grad_checks if c[0] > 1][-2:]
+        if len(checks) < 2 or not checks[0][1] or set(checks[0][1]) != set(checks[1][1]) or \
+                len(checks[0][1]) >= self.trainable:
+            return []
+        return sorted(checks[0][1])
+
+    def _graph_cut(self) -> str | None:
+        missing = self.partly_reached()
+        if not self.graph_cuts or not missing:
+            return None
+        site, message = self.graph_cuts[0]
+        return (f"{', '.join(missing[:4])} never get a gradient, and {site} rebuilds a tensor from tensors that "
+                f"require grad (torch warned \"{message[:60]}...\"): the graph is cut there")
 
     def _eval_mode(self) -> str | None:
         recent = self.mode_checks[-3:]
@@ -494,12 +518,20 @@ class Facts:
                                    for m in model.modules())
 
     def note_warning(self, category: type, message: str, filename: str, lineno: int) -> None:
-        """A floating-point RuntimeWarning (numpy's "divide by zero encountered in divide") at a user's line."""
-        if not issubclass(category, RuntimeWarning) or NUMERIC_WARNING not in message or not is_user_file(filename):
+        """Warnings at a user's line that are evidence: numpy's floating-point RuntimeWarning ("divide by zero
+        encountered in divide"), and torch's when a tensor is rebuilt from tensors that require grad."""
+        if not is_user_file(filename):
             return
         site = Site(filename, lineno, "")
-        if len(self.numeric_warnings) < NUMERIC_WARNINGS and all(s != site for s, _ in self.numeric_warnings):
-            self.numeric_warnings.append((site, message))
+        if issubclass(category, RuntimeWarning) and NUMERIC_WARNING in message:
+            kept = self.numeric_warnings
+        elif issubclass(category, UserWarning) and message.startswith(GRAPH_CUT_WARNINGS) and \
+                REBUILDS.search(site.text):
+            kept = self.graph_cuts
+        else:
+            return
+        if len(kept) < NUMERIC_WARNINGS and all(s != site for s, _ in kept):
+            kept.append((site, message.split("\n")[0]))
             self.source_files.add(filename)
 
     def observe_call_size(self, tensors: list[torch.Tensor], site: Any) -> None:

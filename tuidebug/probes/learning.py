@@ -33,7 +33,7 @@ from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, NoPipeline, ProbeContext, ProbeOutcome, probe
 from tuidebug.probes.source import (
     assignments, bias_inits, calls_named, enclosing_function, freezes, grad_off_block, guarded_steps, indexed_attributes,
-    module_site, rate_assignments, shuffles, weight_inits)
+    module_site, rate_assignments, shuffles, weight_inits, assignment_target)
 from tuidebug.probes.trials import finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site, is_user_file
@@ -156,8 +156,11 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
     evidence = [f"gradients at steps {', '.join(str(c[0]) for c in checks[-3:])}: "
                 + "; ".join(f"{trainable - len(c[1])} of {trainable} parameters got one ({len(c[2])} of them zero)"
                             for c in checks[-3:])]
+    missing = facts.partly_reached()
     if facts.backward_without_graph:
         evidence.append(f"backward() was called on a loss that does not require grad at {facts.backward_without_graph}")
+    elif facts.graph_cuts and missing:
+        return _rebuilt_tensor(facts.graph_cuts[0], missing, evidence)
     elif facts.wiped_grads:
         return ProbeOutcome(PASS, "backward reaches the weights, but a zero_grad() wipes the gradients before the step "
                             "(see the step check)", evidence)
@@ -305,6 +308,21 @@ def zero_grad(ctx: ProbeContext) -> ProbeOutcome:
     return ProbeOutcome(FAIL, "gradients are never reset: every step adds to the gradients of all the steps before",
                         evidence, f"call optimizer.zero_grad(){where} in every iteration",
                         data={"cause": "missing_zero_grad", "confirmed": confirmed})
+
+
+def _rebuilt_tensor(cut: tuple[Site, str], missing: list[str], evidence: list[str]) -> ProbeOutcome:
+    """Some parameters never get a gradient, and a line rebuilds a tensor from tensors that require grad:
+    the values go on, their graph does not (an RL loop's stored log-probabilities made into one tensor)."""
+    site, message = cut
+    name = assignment_target(site)
+    evidence += [f"{', '.join(missing[:6])} got no gradient at the last checks, while the other parameters did",
+                 f"torch warned at {site}: {message}"]
+    what = f"`{name}`" if name else "the tensor"
+    return ProbeOutcome(FAIL, f"no gradient reaches {', '.join(missing[:3])}: {what} is rebuilt at {site.short} from "
+                        "tensors that require grad, which keeps their values and drops their graph", evidence,
+                        f"at {site.short}, build {what} from the tensors themselves (torch.stack(...) or torch.cat(...)), "
+                        "not torch.tensor(...): a copy has no graph back to the weights",
+                        data={"cause": "no_gradient_to_weights"})
 
 
 # --- backward and step ------------------------------------------------------------------------

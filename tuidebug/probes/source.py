@@ -96,6 +96,16 @@ def assignments(path: str, name: str, attribute: bool = False) -> list[Site]:
     return sorted(set(lines), key=lambda site: site.line)
 
 
+def assignment_target(site: Site) -> str | None:
+    """The name a line assigns (``log_probs = torch.tensor(...)`` -> ``log_probs``), if it assigns one."""
+    tree = _parse_line(site.text)
+    node = tree.body[0] if isinstance(tree, ast.Module) and tree.body else None
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+        return ast.unparse(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
+    return None
+
+
 def item_assignments(path: str, name: str) -> list[Site]:
     """The lines of ``path`` that store into ``name`` by key: ``self.cache[key] = value``."""
     tree = _tree(path)
