@@ -12,6 +12,7 @@ it and with spikes drawn above it, so one 1e19 gradient norm does not flatten th
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,9 @@ from tuidebug.screens.plotdata import Points
 from tuidebug.session import Series, Session
 
 CUDA_SERIES = {"allocated": "cuda_allocated", "reserved": "cuda_reserved", "NVML": "nvml_used"}
+# The agent's findings of memory kept across steps: the memory pane marks the leak's slope for them.
+GROWTH_FINDINGS = ("memory_growth", "graphs_kept", "container_growth")
+GROWTH_RATE = re.compile(r"grows ([\d.]+ \w+) a step")
 # Distinct markers, not only distinct colours, so the lines stay apart under NO_COLOR; each with
 # the character that stands for it in the chart's title.
 MARKERS = (("braille", "⡇"), ("•", "•"), ("+", "+"), ("x", "x"))
@@ -224,7 +228,9 @@ class MemoryPane(ChartPane):
         total = memory.nvml_total if memory is not None else None
         if cuda and total is None and session.device is not None:
             total = session.device.total_bytes
-        return {"memory": memory, "total": total,
+        growth = next((e.message for e in reversed(session.events)
+                       if e.kind == "finding" and e.message.split(":", 1)[0] in GROWTH_FINDINGS), None)
+        return {"memory": memory, "total": total, "growth": growth,
                 "series": {label: plotdata.whole_run(getattr(session, name)) for label, name in names.items()}}
 
     def chart(self, data: dict[str, Any], limit: int) -> Chart:
@@ -236,7 +242,17 @@ class MemoryPane(ChartPane):
                  for label, points in series.items() if points]
         title = f"RSS (CPU), {unit}" if "RSS" in series else f"CUDA memory, {unit}"
         first = next(iter(series.values()), [])
-        return Chart(title, lines=lines, figures=memory_figures(memory, total), xlabel="seconds",
+        figures = memory_figures(memory, total)
+        if data["growth"] and lines:
+            # The leak's slope over the second half of the run (where the growth check looks), drawn as a line.
+            measured = lines[0][1]
+            slope = plotdata.trend(measured[len(measured) // 2:])
+            if slope:
+                lines.append(("leak", slope))
+            rate = GROWTH_RATE.search(data["growth"])
+            figures.append(("leak/step", f"+{rate.group(1)}") if rate else
+                           ("leak", data["growth"].split(":", 1)[0].replace("_", " ")))
+        return Chart(title, lines=lines, figures=figures, xlabel="seconds",
                      ceiling=("total", total / size) if total else None,
                      label="RSS (CPU)" if "RSS" in series else "CUDA allocated",
                      brief=memory_brief(memory, total, [y for _, y in first]))

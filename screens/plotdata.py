@@ -7,6 +7,7 @@ two points per column of its width, whatever the length of the run.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,6 +62,15 @@ def smooth(points: Points, span: int | None = None) -> Points:
 def columns(points: Points) -> tuple[list[float], list[float]]:
     """The x and y lists plotext takes."""
     return [x for x, _ in points], [y for _, y in points]
+
+
+def trend(points: Points) -> Points:
+    """The least-squares line through ``points``, as its two ends (nothing for fewer than 3 points)."""
+    if len(points) < 3 or len({x for x, _ in points}) < 2:
+        return []
+    xs, ys = columns(points)
+    fit = statistics.linear_regression(xs, ys)
+    return [(x, fit.slope * x + fit.intercept) for x in (xs[0], xs[-1])]
 
 
 def shift(points: Points, origin: float) -> Points:

@@ -296,3 +296,36 @@ async def test_the_memory_chart_on_a_gpu_shows_cuda_and_nvml_against_the_device_
                    "NVML used    22.0 GiB", "device total 140.0 GiB", "RSS (CPU)    2.0 GiB"):
         assert figure in screen
     assert device_text(session) == "NVIDIA H200 (140.0 GiB)"
+
+
+async def test_the_memory_chart_marks_the_leak_slope_once_the_agent_finds_growth():
+    """RSS rising 2 MiB a reading: after the agent's memory_growth finding the pane draws the fitted line and
+    gives the rate the finding measured."""
+    from tuidebug.protocol import Event
+
+    session = Session("train.py", [])
+    mib = 1024**2
+    for second in range(12):
+        session.ingest(Memory(time=1000.0 + second, rss=(300 + 2 * second) * mib))
+
+    class MemoryOnly(App[None]):
+        CSS = TuidebugApp.CSS
+
+        def compose(self) -> ComposeResult:
+            yield MemoryPane(classes="chart")
+
+    app = MemoryOnly()
+    async with app.run_test(size=(100, 20)) as pilot:
+        pane = app.query_one(MemoryPane)
+        pane.refresh_from(session)
+        await pilot.pause()
+        before = screen_text(app)
+        session.ingest(Event(kind="finding", message="memory_growth: resident memory (CPU) grows 2.00 MiB a step, "
+                                                     "steadily, 24 MiB over the last 12 steps", time=0.0, step=12))
+        session.ingest(Memory(time=1012.0, rss=324 * mib))
+        pane.refresh_from(session)
+        await pilot.pause()
+        after = screen_text(app)
+    assert "leak" not in before
+    assert "RSS (CPU), MiB  ⡇ RSS  • leak" in after
+    assert "leak/step +2.00 MiB" in after
