@@ -18,7 +18,7 @@ import sys
 import time
 import types
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from collections.abc import Iterator
 from typing import Any
@@ -130,12 +130,28 @@ class Spread:
         return f"`{self.name}` in {self.instances} {self.cls.__name__} objects holds {self.tensors} tensors{views}"
 
 
+@dataclass
+class _Tally:
+    instances: int = 0
+    tensors: int = 0
+    element_bytes: int = 0
+    storages: dict[int, int] = field(default_factory=dict)  # data pointer -> bytes: a shared base counted once
+
+    def add(self, tensors: list[torch.Tensor]) -> None:
+        self.instances += 1
+        self.tensors += len(tensors)
+        for tensor in tensors:
+            self.element_bytes += tensor.numel() * tensor.element_size()
+            storage = tensor.untyped_storage()
+            self.storages[storage.data_ptr()] = storage.nbytes()
+
+
 def spread_holders() -> list[Spread]:
     """The attributes of user-class instances that hold tensors, most storage first: a census of the live
     objects (the only way to see a cache split over thousands of small objects)."""
     user_modules = {name for name, module in list(sys.modules.items())
                     if is_user_file(getattr(module, "__file__", None) or "")}
-    groups: dict[tuple[type, str], list] = {}
+    tallies: dict[tuple[type, str], _Tally] = collections.defaultdict(_Tally)
     deadline = time.monotonic() + CENSUS_SECONDS
     for index, candidate in enumerate(gc.get_objects()):
         if index % 20000 == 0 and time.monotonic() > deadline:
@@ -146,15 +162,9 @@ def spread_holders() -> list[Spread]:
         for attr, value in getattr(candidate, "__dict__", {}).items():
             tensors = [t for t in _tensors_in(value, 0) if not t.is_meta]
             if tensors:
-                group = groups.setdefault((cls, attr), [0, 0, {}, 0])
-                group[0] += 1
-                group[1] += len(tensors)
-                group[3] += sum(t.numel() * t.element_size() for t in tensors)
-                for t in tensors:
-                    storage = t.untyped_storage()
-                    group[2][storage.data_ptr()] = storage.nbytes()
-    found = [Spread(cls, attr, n, count, sum(storages.values()), own)
-             for (cls, attr), (n, count, storages, own) in groups.items() if n >= MIN_INSTANCES]
+                tallies[(cls, attr)].add(tensors)
+    found = [Spread(cls, attr, tally.instances, tally.tensors, sum(tally.storages.values()), tally.element_bytes)
+             for (cls, attr), tally in tallies.items() if tally.instances >= MIN_INSTANCES]
     return sorted(found, key=lambda spread: -spread.bytes)
 
 
