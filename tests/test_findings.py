@@ -343,9 +343,9 @@ def test_an_optimizer_step_under_a_condition_is_found_with_the_condition(tmp_pat
 def test_a_fold_of_a_too_large_input_is_sized_and_its_view_rewritten_with_the_batch_first() -> None:
     from tuidebug.probes.shape import _batch_first, _per_sample_ratio
 
-    assert _per_sample_ratio(((1, 64, 8, 8), (4, 32, 2, 4, 4))) == 4  # 4096 values a sample, rows of 1024
-    assert _per_sample_ratio(((32, 128, 2, 2), (128, 128))) == 4
-    assert _per_sample_ratio(((8, 10), (10, 8))) is None  # not a whole multiple: no claim
+    assert _per_sample_ratio((1, 64, 8, 8), (4, 32, 2, 4, 4)) == 4  # 4096 values a sample, rows of 1024
+    assert _per_sample_ratio((32, 128, 2, 2), (128, 128)) == 4
+    assert _per_sample_ratio((8, 10), (10, 8)) is None  # not a whole multiple: no claim
     assert _batch_first("trans = features.view(-1, 32, 2, 4, 4)", "view") == \
         "features.view(features.size(0), 32, 2, 4, 4)"
     assert _batch_first("x = x.reshape(B, -1)", "reshape") == "x.view(x.size(0), -1) (or x.flatten(1))"

@@ -75,8 +75,8 @@ LARGE_CALL = 10
 USUAL_CALLS = 8
 # numpy reports a division by zero, an invalid operation (0/0, log of a negative) or an overflow as a
 # RuntimeWarning "... encountered in <ufunc>" attributed to the caller's line: preprocessing that makes
-# the NaN/Inf a batch carries later. The first few distinct lines are kept.
-NUMERIC_WARNINGS = 8
+# the NaN/Inf a batch carries later. The first WARNINGS_KEPT distinct lines of each kind are kept.
+WARNINGS_KEPT = 8
 NUMERIC_WARNING = "encountered in"
 # torch warns when a tensor that requires grad is copied into a new tensor (torch.tensor(t), or a list of
 # such tensors made into one): the copy has no graph. On a line that builds a tensor that way, it is a cut
@@ -294,8 +294,12 @@ class Facts:
         return ("layers kept in a plain Python container are not registered, so model.parameters() and the "
                 f"optimizer never see them: {'; '.join(self.unregistered[:3])}")
 
+    def _last_grad_checks(self) -> list[tuple[int, list[str], list[str]]]:
+        """The last two gradient checks after step 1 (the first step may run before every loss is in)."""
+        return [c for c in self.grad_checks if c[0] > 1][-2:]
+
     def _no_grad(self) -> str | None:
-        checks = [c for c in self.grad_checks if c[0] > 1][-2:]
+        checks = self._last_grad_checks()
         if len(checks) < 2 or not self.trainable:
             return None
         missing = set(checks[0][1] + checks[0][2])
@@ -306,7 +310,7 @@ class Facts:
 
     def partly_reached(self) -> list[str]:
         """The trainable parameters that got no gradient at the last two checks while the others did."""
-        checks = [c for c in self.grad_checks if c[0] > 1][-2:]
+        checks = self._last_grad_checks()
         if len(checks) < 2 or not checks[0][1] or set(checks[0][1]) != set(checks[1][1]) or \
                 len(checks[0][1]) >= self.trainable:
             return []
@@ -530,7 +534,7 @@ class Facts:
             kept = self.graph_cuts
         else:
             return
-        if len(kept) < NUMERIC_WARNINGS and all(s != site for s, _ in kept):
+        if len(kept) < WARNINGS_KEPT and all(s != site for s, _ in kept):
             kept.append((site, message.split("\n")[0]))
             self.source_files.add(filename)
 

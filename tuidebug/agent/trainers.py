@@ -323,7 +323,7 @@ class CopyTrainer:
         if adjust.before_forward is not None:
             adjust.before_forward(self.model)
         with adjust.mode() if adjust.mode else contextlib.nullcontext():
-            loss = self._first_loss(batch) if self.iterations == 1 else self._scalar(self._loss(self.model, batch))
+            loss = self._replayed_loss(batch)
         result.loss = float(loss.detach())
         if adjust.before_backward is not None:
             adjust.before_backward(loss)
@@ -340,14 +340,14 @@ class CopyTrainer:
                 scheduler.step()
         return result
 
-    def _first_loss(self, batch: Any) -> torch.Tensor:
-        """The first replayed loss: a loss rebuilt from what was observed (the model's inputs, the loss
-        function and its target's place in the batch) that does not fit the batch was rebuilt wrongly
-        (the script reshapes the target, or combines several losses): the probes cannot train a copy."""
+    def _replayed_loss(self, batch: Any) -> torch.Tensor:
+        """The loss of ``batch`` on the copy. A loss rebuilt from what was observed (the model's inputs, the
+        loss function and its target's place in the batch) that fails on the first iteration was rebuilt
+        wrongly (the script reshapes the target, or combines several losses): the probes cannot train a copy."""
         try:
             return self._scalar(self._loss(self.model, batch))
         except (RuntimeError, ValueError, TypeError, IndexError, KeyError) as exc:
-            if self._rebuilt:
+            if self._rebuilt and self.iterations == 1:
                 raise NoPipeline(f"the loss rebuilt from what was observed does not fit the captured batch "
                                  f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}): give the probes the loss "
                                  "with `tuidebug.watch(model, optimizer, loss_fn=lambda model, batch: ...)`") from exc
@@ -361,7 +361,7 @@ class CopyTrainer:
     def _closure(self, batch: Any, adjust: Adjust) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)
         with adjust.mode() if adjust.mode else contextlib.nullcontext():
-            loss = self._scalar(self._loss(self.model, batch))
+            loss = self._replayed_loss(batch)
         loss.backward()
         return loss
 

@@ -32,8 +32,8 @@ import torch
 from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, NoPipeline, ProbeContext, ProbeOutcome, probe
 from tuidebug.probes.source import (
-    assignments, bias_inits, calls_named, enclosing_function, freezes, grad_off_block, guarded_steps, indexed_attributes,
-    module_site, rate_assignments, shuffles, weight_inits, assignment_target)
+    assignment_target, assignments, bias_inits, calls_named, enclosing_function, freezes, grad_off_block, guarded_steps,
+    indexed_attributes, module_site, rate_assignments, shuffles, weight_inits)
 from tuidebug.probes.trials import finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site, is_user_file
@@ -911,7 +911,8 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
     # Containers of different lengths read with one index are a misalignment by construction; the trial
     # then only has to show that the labels as given are no better than shuffled ones (a slow model may
     # not memorise in ALIGNMENT_STEPS).
-    unequal = _unequal_containers(ctx.run.dataset())
+    dataset = ctx.run.dataset()
+    unequal = _unequal_containers(dataset)
     if not (memorises or unequal) or generalises or beats_shuffled:
         return None
     where = _near_the_loop(ctx, [site for file in sorted(ctx.run.facts.source_files) for site in shuffles(file)])
@@ -926,7 +927,7 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
         where = [site for _, _, site in unequal]
     if unequal:
         longest, shortest = max(unequal, key=lambda u: u[1]), min(unequal, key=lambda u: u[1])
-        sources = _same_length(ctx.run.dataset(), longest)
+        sources = _same_length(dataset, longest)
         evidence += [f"`self.{name}` also has {longest[1]} entries, set at {', '.join(s.short for s in sites)}"
                      for name, sites in sources]
         built = f" (like `self.{sources[0][0]}`, set at {sources[0][1][0]})" if sources else ""

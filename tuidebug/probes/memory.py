@@ -403,12 +403,11 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
                             + ", ".join(map(str, facts.container_counts[facts.growing_container][1][-8:])))
             return _kept_state(ctx, kept, evidence)
     if growth is not None or "memory_growth" in facts.reported:
-        spread = _spread_over_instances(ctx, found, growth)
+        spread = _spread_over_instances(found, growth)
         if spread is not None:
             return _spread_outcome(ctx, spread, evidence, growth)
         holder = found[0] if found else None
-        per_step = f" {bytes_text(growth[0])}" if growth else ""
-        summary = f"memory grows{per_step} a step" + (
+        summary = f"memory grows{_per_step(growth)} a step" + (
             f": `{holder.name}` holds {holder.tensors} tensors ({bytes_text(holder.bytes)})"
             + (f", fed at {holder.line.split(' ', 1)[0]}" if holder.line else "") if holder else "")
         return ProbeOutcome(FAIL, summary, evidence,
@@ -418,7 +417,7 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
     return ProbeOutcome(PASS, "no memory kept across steps", evidence)
 
 
-def _spread_over_instances(ctx: ProbeContext, found: list[holders.Holding],
+def _spread_over_instances(found: list[holders.Holding],
                            growth: tuple[float, int, int, str] | None) -> holders.Spread | None:
     """Tensors kept across many objects of one class, holding at least SPREAD_SHARE of the growth that was
     measured and more than any single container found: what no variable or container shows."""
@@ -447,10 +446,14 @@ def _spread_outcome(ctx: ProbeContext, spread: holders.Spread, evidence: list[st
         fix = f"empty `{spread.name}` after each step, or keep only a bounded cache"
     if spread.bytes > 2 * spread.element_bytes:
         fix += ": the tensors are slices of larger ones, so .clone() what must be kept"
-    per_step = f" {bytes_text(growth[0])}" if growth else ""
-    return ProbeOutcome(FAIL, f"memory grows{per_step} a step: `{spread.name}`{where} keeps tensors across steps in "
+    return ProbeOutcome(FAIL, f"memory grows{_per_step(growth)} a step: `{spread.name}`{where} keeps tensors across steps in "
                         f"{spread.instances} {spread.cls.__name__} objects ({bytes_text(spread.bytes)} in all)", evidence,
                         fix, data={"cause": "memory_growth"})
+
+
+def _per_step(growth: tuple[float, int, int, str] | None) -> str:
+    """`` 2.5 MiB`` for the measured growth, for "memory grows ... a step"; nothing when unmeasured."""
+    return f" {bytes_text(growth[0])}" if growth else ""
 
 
 def _gathered(holder: tuple[str, int, str | None], evidence: list[str], per_step: int) -> ProbeOutcome:

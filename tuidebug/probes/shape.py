@@ -91,8 +91,7 @@ class Folds(OpWatch):
     def __init__(self, batch: int) -> None:
         super().__init__()
         self.batch = batch
-        self.fold: tuple[str, Site, str] | None = None
-        self.shapes: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+        self.fold: tuple[str, Site, tuple[int, ...], tuple[int, ...]] | None = None  # op, site, shapes before, after
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
         inputs, outputs = tensors_of(args[:1]), tensors_of([result])
@@ -101,8 +100,7 @@ class Folds(OpWatch):
             return
         before, after = inputs[0].shape, outputs[0].shape
         if before[0] == self.batch and after[0] != self.batch:
-            self.fold = (name, site, f"{shape_text(before)} -> {shape_text(after)}")
-            self.shapes = (tuple(before), tuple(after))
+            self.fold = (name, site, tuple(before), tuple(after))
 
     def done(self) -> bool:
         return self.fold is not None
@@ -154,9 +152,10 @@ def trace(ctx: ProbeContext) -> ProbeOutcome:
     if error:
         evidence.append(f"the forward raised: {error}")
     if folds is not None and folds.fold is not None:
-        name, site, change = folds.fold
+        name, site, before, after = folds.fold
+        change = f"{shape_text(before)} -> {shape_text(after)}"
         evidence.append(f"{name} at {site} changes the batch dimension: {change}")
-        per_sample = _per_sample_ratio(folds.shapes)
+        per_sample = _per_sample_ratio(before, after)
         if per_sample:
             evidence.append(f"each sample has {per_sample}x the values the {name} makes room for: the input is larger "
                             "than the layers before it were sized for")
@@ -172,10 +171,9 @@ def trace(ctx: ProbeContext) -> ProbeOutcome:
     return ProbeOutcome(PASS, f"the forward runs: {len(rows)} module call(s) traced", evidence, data=data)
 
 
-def _per_sample_ratio(shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> int | None:
+def _per_sample_ratio(before: tuple[int, ...], after: tuple[int, ...]) -> int | None:
     """How many times the values of one sample before the fold fill one row after it (more than once: the
     reshape spilled the extra values of a too-large input into the batch)."""
-    before, after = shapes
     if len(before) < 2 or len(after) < 2:
         return None
     per_before, per_after = math.prod(before[1:]), math.prod(after[1:])
