@@ -368,7 +368,7 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
     old_steps = sorted({tag.step for tag in alive})
     evidence.append(f"autograd graphs of {len(old_steps)} earlier step(s) still alive at step {step}"
                     + (f" (steps {old_steps[0]}..{old_steps[-1]})" if old_steps else ""))
-    found = holders.find(ctx.run.user_frames(), ctx.run.known_models(), step) or list(facts.leak_holders)
+    found = _search(ctx, step, evidence) or list(facts.leak_holders)
     if facts.leak_holders and found is not facts.leak_holders:
         evidence.append(f"seen while the run was live (step {facts.leak_step}): "
                         + "; ".join(h.text() for h in facts.leak_holders[:3]))
@@ -396,8 +396,7 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
             return _kept_at_oom(ctx, kept, crash.memory["asked_bytes"], evidence)
     if facts.growing_container is not None:
         owner = facts.growing_container.rsplit(".", 1)[0]
-        kept = [h for h in holders.find(ctx.run.user_frames(), ctx.run.known_models(), step, min_tensors=1)
-                if h.name.rsplit(".", 1)[0] == owner]
+        kept = [h for h in _search(ctx, step, evidence, min_tensors=1) if h.name.rsplit(".", 1)[0] == owner]
         if kept:
             evidence.append(f"`{facts.growing_container}` grew at every pass over the data: "
                             + ", ".join(map(str, facts.container_counts[facts.growing_container][1][-8:])))
@@ -417,12 +416,26 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
     return ProbeOutcome(PASS, "no memory kept across steps", evidence)
 
 
+def _search(ctx: ProbeContext, step: int, evidence: list[str], min_tensors: int = holders.MIN_TENSORS
+            ) -> list[holders.Holding]:
+    """``holders.find`` over the script's frames and models. After an out-of-memory error the search may
+    find no room either (its list of live objects): then it finds nothing, and the evidence says why."""
+    try:
+        return holders.find(ctx.run.user_frames(), ctx.run.known_models(), step, min_tensors=min_tensors)
+    except MemoryError:
+        evidence.append("the search of live objects for what holds the memory ran out of memory itself")
+        return []
+
+
 def _spread_over_instances(found: list[holders.Holding],
                            growth: tuple[float, int, int, str] | None) -> holders.Spread | None:
     """Tensors kept across many objects of one class, holding at least SPREAD_SHARE of the growth that was
     measured and more than any single container found: what no variable or container shows."""
     grown = growth[1] if growth is not None else 0
-    spread = next(iter(holders.spread_holders()), None)
+    try:
+        spread = next(iter(holders.spread_holders()), None)
+    except MemoryError:  # after an out-of-memory error the census may find no room either
+        return None
     largest = max((h.bytes for h in found), default=0)
     return spread if spread is not None and spread.bytes >= max(SPREAD_SHARE * grown, largest, 1) else None
 
