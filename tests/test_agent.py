@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from conftest import SCRIPTS, wait_for
@@ -209,3 +210,12 @@ def test_the_gradient_norm_shown_is_the_one_before_the_scripts_clipping(start_ru
     assert last.grad_norm <= 0.25 + 1e-6  # what the optimizer applied
     assert last.norm_before_clip == pytest.approx(printed[last.step], rel=1e-5) and last.clip_at == 0.25
     assert session.grad_norm.latest == pytest.approx(printed[last.step], rel=1e-5) and session.clip_at == 0.25
+
+
+def test_the_child_process_is_named_after_the_script(start_run):
+    """ps, htop and nvidia-smi show which script trains, not the bootstrap's ``python -c ...``."""
+    run, session = start_run(STEPS, "--steps", "500", "--sleep", "0.01")
+    wait_for(lambda: session.step >= 2, 60, "the first steps")
+
+    title = " ".join(psutil.Process(session.pid).cmdline()).strip()  # padded to the original length
+    assert title == "tuidebug: pat_steps.py --steps 500 --sleep 0.01"

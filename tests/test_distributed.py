@@ -19,6 +19,10 @@ from tuidebug.attach import ListenedRun
 from tuidebug.launcher import ChildRun, Target
 from tuidebug.session import Session
 
+# torchrun's workers meet on one fixed port (29500): two jobs at once on one box would collide, so
+# under pytest-xdist every test of this file runs on the same worker, one after another.
+pytestmark = pytest.mark.xdist_group("torchrun")
+
 DDP = SCRIPTS / "ddp_steps.py"
 TWO = ["--nproc-per-node", "2"]
 

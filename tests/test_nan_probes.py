@@ -14,15 +14,15 @@ CHECKS = ("nan.lr", "nan.inputs", "nan.unsafe_math", "nan.grad_explosion")
 ARGS = {"nan_after_warmup.py": ("--sleep", "0")}
 
 
-def run_checks(script: str, break_at: int | None = None, folder=EXAMPLES) -> dict:
-    """Run the script to its first non-finite value (or ``break_at``) and all four checks there."""
+def run_checks(script: str, break_at: int | None = None, folder=EXAMPLES, checks=CHECKS) -> dict:
+    """Run the script to its first non-finite value (or ``break_at``) and ``checks`` (all four) there."""
     target = Target(str(folder / script), list(ARGS.get(script, ())))
     session = Session(target.name, target.args)
     run = ChildRun(target, session, {"break_on_nan": True, "break_at": break_at}, capture_output=True)
     run.start()
     try:
         wait_for(lambda: session.state == "paused", 60, "the break")
-        for check in CHECKS:
+        for check in checks:
             run.command("probe", name=check, params={})
             wait_for(lambda: check in session.probe_results, 60, f"{check}'s result")
     finally:
@@ -102,6 +102,16 @@ def test_exploding_gradients_suggests_a_clip_value_that_keeps_the_replay_finite(
     assert result.data["clip"] > 0
     assert f"max_norm={result.data['clip']:g}" in result.fix
     assert result.data["confirmed"] is True
+
+
+def test_a_clip_the_script_switched_off_is_named_with_its_condition_when_clipping_removes_the_nan():
+    result = run_checks("nan_clip_switched_off.py", folder=SCRIPTS, checks=("nan.grad_explosion",))["nan.grad_explosion"]
+
+    assert result.status == "fail" and result.data["confirmed"] is True and result.data["definitive"] is True
+    assert "nan_clip_switched_off.py:29" in result.summary
+    assert any("nan_clip_switched_off.py:28 `if args.clip > 0:`, which never held" in line for line in result.evidence)
+    assert result.fix.startswith("turn on the script's clipping at nan_clip_switched_off.py:29 (its condition at "
+                                 "nan_clip_switched_off.py:28 never held)")
 
 
 def test_a_healthy_run_passes_all_four_checks_when_paused():

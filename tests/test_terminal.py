@@ -18,7 +18,10 @@ import pytest
 
 from conftest import EXAMPLES, ROOT, SCRIPTS
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+# Under pytest-xdist these tests run on one worker, one after another: they find tuidebug's process
+# by its command line, which two terminals running the same script at once would share.
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+              pytest.mark.xdist_group("terminal")]
 TUIDEBUG = Path(sys.executable).parent / "tuidebug"
 
 

@@ -170,10 +170,10 @@ class Walk:
 
     def decided_by(self, node: Node) -> str | None:
         """The check that names a decide node's verdict: the first failed one in its order. With
-        ``rank``: a failed check that is ``definitive`` (bad data) first; then, among the failed checks
-        whose trial of their fix removed the failure and let the loss fall (``fixed_loss``), the one
-        whose trial ended lowest (several changes each remove the NaN: the one that learns best names
-        the cause); then the first failed one."""
+        ``rank``: a failed check that is ``definitive`` (bad data, the script's own safeguard found
+        switched off) first; then, among the failed checks whose trial of their fix removed the failure
+        and let the loss fall (``fixed_loss``), the one whose trial ended lowest (several changes each
+        remove the NaN: the one that learns best names the cause); then the first failed one."""
         failed = [check for check in node.order if self.status(check) == "fail"]
         if not failed or not node.rank:
             return failed[0] if failed else None

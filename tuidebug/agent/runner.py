@@ -44,6 +44,17 @@ _OWN_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.s
 NO_SUCH_MODULE = 2  # the code tuidebug gives for a missing script, too
 
 
+def _name_the_process(target: str, args: list[str]) -> None:
+    """ps, htop and nvidia-smi show ``tuidebug: train.py --lr 3`` for the child, not the bootstrap's
+    ``python -c from tuidebug...``. The agent runs in the user's interpreter, so a setproctitle that cannot
+    be imported there leaves python's title rather than stopping the training."""
+    try:
+        import setproctitle
+    except ImportError:
+        return
+    setproctitle.setproctitle(" ".join(["tuidebug:", os.path.basename(target), *args]))
+
+
 def main() -> None:
     _spare_address_space()  # before the agent's threads exist
     config = _config()
@@ -51,6 +62,7 @@ def main() -> None:
     token = os.environ.pop(protocol.ENV_TOKEN, "")
     agent_config = AgentConfig.from_dict(config.get("agent", {}))
     argv = [config["target"], *config["args"]]
+    _name_the_process(config["target"], config["args"])
     survive_closed_pipes(config["target"])
     _dump_stacks_on_signal(config.get("stack_file"))  # before the hello: the TUI signals only a process that said it
     if config.get("marks_probe_output"):

@@ -29,7 +29,8 @@ from tuidebug.batches import tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, probe)
 from tuidebug.probes.inputs import data_tensors
-from tuidebug.probes.trials import Start, finite, median, run_trial, start_point, unfaithful
+from tuidebug.probes.source import switched_off_clips
+from tuidebug.probes.trials import Start, Trial, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
 
@@ -305,13 +306,18 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
             return _exploding(ctx, evidence, data, clip, layer, healthy)
         evidence += [f"replay from {start.label}: {base.describe()}",
                      f"... with clip_grad_norm_ at {clip:g}: {clipped.describe()}"]
-        data["confirmed"] = base.blew_up and clipped.holds
+        unlike = unfaithful(ctx, start, base)
+        switched_off = _clip_never_ran(ctx) if base.blew_up and unlike is None else None
+        if switched_off is not None and not clipped.holds and healthy is not None:
+            clip, clipped = _tighter_clip(ctx, start, healthy, evidence)
+        data.update(clip=clip, confirmed=base.blew_up and clipped.holds)
         # Clipping proves a fix only when the replay without it failed: a replay that stays finite
         # either way shows nothing, and must not outrank a check whose replay did fail and was fixed.
         data["fixed_loss"] = clipped.final if base.blew_up and clipped.holds else None
-        unlike = unfaithful(ctx, start, base)
         if unlike is not None:
             evidence.append(unlike)
+        elif switched_off is not None and clipped.holds:
+            return _switched_off_clip(evidence, data, clip, switched_off)
         elif exploding and base.blew_up and not clipped.holds:
             exploding = False
             evidence.append("clipping does not keep the replay finite and learning: the gradients are not what "
@@ -319,6 +325,45 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
     if exploding:
         return _exploding(ctx, evidence, data, clip, layer, healthy)
     return ProbeOutcome(PASS, "no gradient explosion ahead of the failure", evidence, data=data)
+
+
+def _clip_never_ran(ctx: ProbeContext) -> tuple[Site, Site | None] | None:
+    """The script's own gradient clip that did not run in the recent steps: under an ``if`` that never
+    held, or commented out."""
+    if any(step.clip_at is not None for step in ctx.history):
+        return None
+    clips = [pair for path in sorted(ctx.run.facts.source_files) for pair in switched_off_clips(path)]
+    return clips[0] if clips else None
+
+
+def _tighter_clip(ctx: ProbeContext, start: Start, healthy: float, evidence: list[str]) -> tuple[float, Trial]:
+    """Clip thresholds below the usual one, for a script whose own clipping was switched off: the
+    healthy median norm, then a decade under it (the usual threshold, the 90th percentile of the
+    healthy norms, is no guard once the norms were already growing in the healthy half). Only here:
+    a tight enough clip always acts as a lower rate, and it is the script's own safeguard that
+    makes clipping the fix the user meant."""
+    for clip in (float(f"{healthy:.2g}"), float(f"{healthy / 10:.2g}")):
+        clipped = run_trial(ctx, start, Adjust(clip=clip))
+        evidence.append(f"... with clip_grad_norm_ at {clip:g}: {clipped.describe()}")
+        if clipped.holds or ctx.cancelled() or ctx.time_left() <= 0:
+            break
+    return clip, clipped
+
+
+def _switched_off_clip(evidence: list[str], data: dict, clip: float,
+                       switched_off: tuple[Site, Site | None]) -> ProbeOutcome:
+    """The script has clipping, the run never clipped, and clipping removes the failure in the replay:
+    the fix is the script's own, turned on. It outranks a lower rate that also works (``definitive``):
+    the user wrote the safeguard for this, and turning it on keeps the rate they chose."""
+    call, condition = switched_off
+    why = f"commented out at {call}" if condition is None else f"at {call} runs only under {condition}, " \
+        "which never held"
+    evidence.append(f"the script's gradient clipping {why}: no clip_grad_norm_ in the recent steps")
+    data["definitive"] = True
+    fix = (f"turn on the script's clipping at {call.short}" + (f" (its condition at {condition.short} never held)"
+           if condition is not None else "") + f": clip the gradient norm at about {clip:g}")
+    return ProbeOutcome(FAIL, f"exploding gradients: the script's clipping never ran ({call.short}); clipping at "
+                        f"{clip:g} keeps the replay finite and learning", evidence, fix, data=data)
 
 
 def _exploding(ctx: ProbeContext, evidence: list[str], data: dict, clip: float, layer: str | None,

@@ -15,6 +15,8 @@ import inspect
 import linecache
 import math
 import operator
+import re
+from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
 
@@ -402,21 +404,39 @@ def guarded_steps(path: str) -> list[tuple[Site, Site]]:
     """(call, condition) for each ``<optimizer>.step()`` call of ``path`` (a receiver whose name says
     optimizer: ``optimizer``, ``opt_g``, ``self.optim``) that sits in the body of an ``if``: the step runs
     only when that condition holds."""
+    def optimizer_step(call: ast.Call) -> bool:
+        return isinstance(call.func, ast.Attribute) and call.func.attr == "step" \
+            and "opt" in (_name_of(call.func.value) or "").lower()
+    return sorted(_calls_under_if(path, optimizer_step).items(), key=lambda item: item[0].line)
+
+
+CLIP_CALLS = ("clip_grad_norm_", "clip_grad_value_")
+COMMENTED_CLIP = re.compile(r"^\s*#.*\bclip_grad_(norm|value)_\(")
+
+
+def switched_off_clips(path: str) -> list[tuple[Site, Site | None]]:
+    """(call, condition) for each gradient clip of ``path`` that may never run: a ``clip_grad_norm_`` /
+    ``clip_grad_value_`` call in the body of an ``if`` (condition: the innermost one), or a commented-out
+    one (condition None). Whether it ran is the run's to say: the agent sees every clip."""
+    found: dict[Site, Site | None] = dict(_calls_under_if(path, lambda call: _name_of(call.func) in CLIP_CALLS))
+    found.update({Site(path, number, ""): None for number, text in enumerate(linecache.getlines(path), 1)
+                  if COMMENTED_CLIP.match(text)})
+    return sorted(found.items(), key=lambda item: item[0].line)
+
+
+def _calls_under_if(path: str, matches: Callable[[ast.Call], bool]) -> dict[Site, Site]:
+    """Each matching call of ``path`` in the body of an ``if``, with the innermost such ``if``."""
     tree = _tree(path)
-    if tree is None:
-        return []
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If):
-            for sub in (n for statement in node.body for n in ast.walk(statement)):
-                if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "step" \
-                        and "opt" in (_name_of(sub.func.value) or "").lower():
-                    found.append((Site(path, sub.lineno, ""), Site(path, node.lineno, "")))
-    innermost = {}
-    for call, condition in found:  # nested ifs: the one nearest the call
-        if call not in innermost or condition.line > innermost[call].line:
-            innermost[call] = condition
-    return sorted(innermost.items(), key=lambda item: item[0].line)
+    innermost: dict[Site, Site] = {}
+    for node in ast.walk(tree) if tree is not None else ():
+        if not isinstance(node, ast.If):
+            continue
+        for sub in (n for statement in node.body for n in ast.walk(statement)):
+            call = Site(path, getattr(sub, "lineno", 0), "")
+            if isinstance(sub, ast.Call) and matches(sub) and \
+                    (call not in innermost or node.lineno > innermost[call].line):
+                innermost[call] = Site(path, node.lineno, "")
+    return innermost
 
 
 def _node_holds(node: ast.AST, line: int) -> bool:
