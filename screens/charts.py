@@ -46,6 +46,7 @@ class Chart:
     figures: list[tuple[str, str]] = field(default_factory=list)
     xlabel: str = "step"
     ceiling: tuple[str, float] | None = None  # a labelled horizontal line: the device's total memory
+    threshold: tuple[str, float] | None = None  # a labelled horizontal line within the data: the clip threshold
     log: bool = False
     brief: list[tuple[str, str]] = field(default_factory=list)  # the compact row's figures: latest first
     label: str = ""  # the compact row's title, where it differs from the chart's
@@ -97,8 +98,9 @@ class ChartPane(Horizontal):
         for (_, points), (marker, _) in reversed(list(zip(chart.lines, MARKERS))):
             if points:
                 plt.plot(*plotdata.columns(points), marker=marker)
-        if chart.ceiling is not None:
-            plt.hline(chart.ceiling[1])
+        for rule in (chart.ceiling, chart.threshold):
+            if rule is not None:
+                plt.hline(rule[1])
         plt.yscale("log" if chart.log else "linear")
         _set_ticks(plt, chart, plot.size.width, plot.size.height)
         plt.title(legend(chart))
@@ -109,11 +111,11 @@ class ChartPane(Horizontal):
 
 def legend(chart: Chart) -> str:
     """The title names each line by its marker: "loss  ⡇ raw  • smoothed"."""
-    if len(chart.lines) < 2 and chart.ceiling is None:
+    rules = [rule[0] for rule in (chart.ceiling, chart.threshold) if rule is not None]
+    if len(chart.lines) < 2 and not rules:
         return chart.title
     names = [f"{symbol} {label}" for (label, _), (_, symbol) in zip(chart.lines, MARKERS)]
-    if chart.ceiling is not None:
-        names.append(f"─ {chart.ceiling[0]}")
+    names += [f"─ {label}" for label in rules]
     return "  ".join([chart.title, *names])
 
 
@@ -124,6 +126,8 @@ def _set_ticks(plt: Any, chart: Chart, width: int, height: int) -> None:
     if chart.ceiling is not None:  # memory against the device total: the whole card, from zero
         ys += [0.0, chart.ceiling[1]]
         plt.ylim(0.0, chart.ceiling[1])
+    if chart.threshold is not None:
+        ys.append(chart.threshold[1])
     if not xs:
         return
     rows = max(2, min(5, (height - 4) // 2))
@@ -195,11 +199,13 @@ class LossPane(ChartPane):
 
 
 class GradPane(ChartPane):
+    """The norm before the script's own clipping (what clip_grad_norm_ returned), with its threshold."""
+
     def key(self, session: Session) -> Any:
-        return last_point(session.grad_norm), nonfinite(session, "nonfinite_grad")
+        return last_point(session.grad_norm), nonfinite(session, "nonfinite_grad"), session.clip_at
 
     def read(self, session: Session) -> dict[str, Any]:
-        return {"points": plotdata.whole_run(session.grad_norm),
+        return {"points": plotdata.whole_run(session.grad_norm), "clip_at": session.clip_at,
                 "nonfinite": nonfinite(session, "nonfinite_grad"), "skipped": session.counters.skipped_steps}
 
     def chart(self, data: dict[str, Any], limit: int) -> Chart:
@@ -212,7 +218,12 @@ class GradPane(ChartPane):
         brief = [("", figures[0][1]), *extremes(finite), *nonfinite_brief(data["nonfinite"])]
         if data["skipped"]:
             brief.append(("AMP skips", str(data["skipped"])))
-        return Chart("gradient norm", lines=[("norm", shown)], figures=figures, brief=brief)
+        clip = data["clip_at"]
+        if clip is not None:
+            figures.append(("clipped at", number(clip)))
+            brief.append(("clip", number(clip)))
+        return Chart("gradient norm", lines=[("norm", shown)], figures=figures, brief=brief,
+                     threshold=(f"clip {number(clip)}", clip) if clip is not None else None)
 
 
 class MemoryPane(ChartPane):

@@ -14,7 +14,7 @@ from tuidebug.app import TuidebugApp
 from tuidebug.format import number
 from tuidebug.protocol import Device, Memory, State, Step
 from tuidebug.screens import plotdata
-from tuidebug.screens.charts import MemoryPane
+from tuidebug.screens.charts import GradPane, MemoryPane
 from tuidebug.screens.dialogs import QuitScreen, RunToStepScreen
 from tuidebug.screens.header import device_text, header_text
 from tuidebug.screens.layers import LayerTableScreen, layer_rows
@@ -296,6 +296,32 @@ async def test_the_memory_chart_on_a_gpu_shows_cuda_and_nvml_against_the_device_
                    "NVML used    22.0 GiB", "device total 140.0 GiB", "RSS (CPU)    2.0 GiB"):
         assert figure in screen
     assert device_text(session) == "NVIDIA H200 (140.0 GiB)"
+
+
+async def test_the_gradient_chart_draws_the_scripts_clip_threshold_beside_the_norm_before_clipping():
+    """A script that clips at 0.25: the chart shows the norms clip_grad_norm_ returned (3 to 5), the
+    threshold as a labelled line, and the threshold among the figures, in full and in the compact row."""
+    session = Session("train.py", [])
+    for step in range(1, 31):
+        session.ingest(Step(step=step, time=step, loss=1.0, grad_norm=0.25, norm_before_clip=3.0 + step % 3,
+                            clip_at=0.25))
+
+    class GradOnly(App[None]):
+        CSS = TuidebugApp.CSS
+
+        def compose(self) -> ComposeResult:
+            yield GradPane(classes="chart")
+            yield GradPane(classes="chart compact")
+
+    app = GradOnly()
+    async with app.run_test(size=(100, 24)) as pilot:
+        for pane in app.query(GradPane):
+            pane.refresh_from(session)
+        await pilot.pause()
+        screen = screen_text(app)
+    assert "gradient norm  ⡇ norm  ─ clip 0.25" in screen
+    assert "clipped at 0.25" in screen and "largest    5" in screen
+    assert "gradient norm  3  min 3  max 5  clip 0.25" in screen  # the compact row
 
 
 async def test_the_memory_chart_marks_the_leak_slope_once_the_agent_finds_growth():
