@@ -18,8 +18,8 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 # Two workers: most tests wait on a child process (torch's import, a window, a stall), so two at a
-# time finish in about 0.8x the time on two cores. Tests that share a fixed resource (torchrun's port,
-# a process found by its command line) are grouped onto one worker (xdist_group).
+# time finish in about 0.8x the time on two cores. Tests that share a fixed resource (torchrun's
+# port) are grouped onto one worker (xdist_group).
 test: install
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n 2 --dist loadgroup

@@ -28,6 +28,7 @@ HISTORY = 20_000  # lines the log view can scroll back through (the log file kee
 class OutputLine:
     text: str
     probe: bool = False  # printed while a probe borrowed the script's loop
+    error: bool = False  # printed to stderr (warnings, tracebacks, logging, progress bars)
 
 
 class Feed:
@@ -47,7 +48,7 @@ class Feed:
     def _on_change(self, kind: str, payload: Any) -> None:
         if kind == "output":
             printed: PrintedLine = payload
-            line = OutputLine(clean_line(printed.text), printed.by_probe)
+            line = OutputLine(clean_line(printed.text), printed.by_probe, printed.stream == "stderr")
             self._output.append(line)
             with self._history_lock:
                 self._history.append(line)

@@ -24,8 +24,10 @@ from tuidebug.screens.footer import KeysFooter
 from tuidebug.screens.logs import FollowsTail
 
 FRAME_SECONDS = 0.25
-GUTTER = 2  # the probe mark and a space before each row
+GUTTER = 2  # the line's mark (a probe printed it, or it went to stderr) and a space before each row
 PROBE_GUTTER = Segment("┃ ", Style(color="magenta", bold=True))
+# stderr: a different character, not only a different colour, so it stays apart under NO_COLOR.
+STDERR_GUTTER = Segment("╎ ", Style(color="red"))
 MATCH = Style(color="black", bgcolor="yellow")
 CURRENT_MATCH = Style(color="black", bgcolor="bright_green", bold=True)
 PROBE_TEXT = Style(dim=True, italic=True)
@@ -118,7 +120,8 @@ class OutputView(FollowsTail, ScrollView, can_focus=True):
         line = self.lines[index]
         text = Text(line.text[start:end], style=PROBE_TEXT if line.probe else "")
         self._highlight(text, self.lines[index].text, start, end, index == self.current)
-        gutter = PROBE_GUTTER if line.probe and start == 0 else Segment(" " * GUTTER)
+        gutter = Segment(" " * GUTTER) if start > 0 else PROBE_GUTTER if line.probe else \
+            STDERR_GUTTER if line.error else Segment(" " * GUTTER)
         segments = [gutter, *text.render(self.app.console)]
         strip = Strip(segments).crop(int(self.scroll_x), int(self.scroll_x) + width) if not self.wrap else Strip(segments)
         return strip.extend_cell_length(width).crop(0, width)
@@ -214,6 +217,8 @@ class LogViewScreen(Screen[None]):
                               f"  wrap {'on' if view.wrap else 'off'}")
         if any(line.probe for line in view.lines):
             title.append_text(Text.assemble("  ", ("┃", "bold magenta"), " printed by a probe"))
+        if any(line.error for line in view.lines):
+            title.append_text(Text.assemble("  ", ("╎", "red"), " stderr"))
         self.query_one("#logview-title", Static).update(title)
         marker = self.query_one("#logview-marker", Static)
         marker.display = not view.following and view.unseen > 0

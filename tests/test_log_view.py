@@ -117,6 +117,21 @@ async def test_lines_a_probe_printed_are_marked(start_run):
         await shows(pilot, f"probe│ {session.output[-1]}"[:30])  # the dashboard's pane marks them too
 
 
+async def test_stderr_lines_are_told_apart_from_stdout(start_run, tmp_path):
+    script = tmp_path / "both_streams.py"
+    script.write_text("import sys\nfor i in range(3):\n    print(f'out {i}')\n    print(f'err {i}', file=sys.stderr)\n")
+    run, session = start_run(script)
+    wait_for(lambda: len(session.output) == 6, 60, "both streams' lines")
+
+    assert {(line.text, line.stream) for line in session.printed_lines()} == {
+        *((f"out {i}", "stdout") for i in range(3)), *((f"err {i}", "stderr") for i in range(3))}
+    app = TuidebugApp(run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("o")
+        await until(pilot, lambda: isinstance(app.screen, LogViewScreen), "the log view")
+        await shows(pilot, "╎ stderr", "╎ err 2", "  out 2")
+
+
 def test_the_agents_markers_are_split_from_the_scripts_text():
     begins, ends = protocol.PROBE_OUTPUT_BEGINS, protocol.PROBE_OUTPUT_ENDS
     assert split_probe_marker(begins) == (None, begins)  # on a line of its own

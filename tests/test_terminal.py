@@ -18,10 +18,7 @@ import pytest
 
 from conftest import EXAMPLES, ROOT, SCRIPTS
 
-# Under pytest-xdist these tests run on one worker, one after another: they find tuidebug's process
-# by its command line, which two terminals running the same script at once would share.
-pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
-              pytest.mark.xdist_group("terminal")]
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 TUIDEBUG = Path(sys.executable).parent / "tuidebug"
 
 
@@ -53,6 +50,11 @@ class Terminal:
                 return screen
             time.sleep(0.05)
         raise AssertionError(f"timed out after {timeout}s waiting for {texts!r}; the screen:\n{self.screen()}")
+
+    def processes(self) -> list[psutil.Process]:
+        """What runs in the pane, below its shell (not another terminal's run of the same command)."""
+        shell = int(self._tmux("display-message", "-p", "-t", "t", "#{pane_pid}").stdout)
+        return psutil.Process(shell).children(recursive=True)
 
     def close(self) -> None:
         subprocess.run([*self.base, "kill-server"], capture_output=True)
@@ -89,8 +91,7 @@ def run_then_hang_up(terminal: Terminal, cache: Path, args: str) -> psutil.Proce
     script = SCRIPTS / "pat_steps.py"
     terminal.start(f"XDG_CACHE_HOME={cache} {TUIDEBUG} {script} {args}")
     terminal.wait_for("step 3 loss")
-    [screen] = [p for p in psutil.process_iter(["cmdline"])
-                if str(TUIDEBUG) in (p.info["cmdline"] or [])[1:2] and str(script) in (p.info["cmdline"] or [])]
+    [screen] = [p for p in terminal.processes() if str(TUIDEBUG) in p.cmdline()[1:2]]
     [child] = screen.children()
     screen.send_signal(signal.SIGHUP)
     terminal.wait_for(f"tuidebug exited {128 + signal.SIGHUP}")

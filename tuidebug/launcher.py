@@ -92,11 +92,12 @@ class ChildRun:
         self.process = subprocess.Popen(
             self._command(), env=env, start_new_session=True,
             stdin=subprocess.DEVNULL if self.capture_output else None,
-            stdout=pipe, stderr=subprocess.STDOUT if self.capture_output else None,
+            stdout=pipe, stderr=pipe,
         )
         self.session.pid = self.process.pid
         if self.capture_output:
-            self._spawn(self._read_output, self.process.stdout)
+            self._spawn(self._read_output, self.process.stdout, "stdout")
+            self._spawn(self._read_output, self.process.stderr, "stderr")
         self._spawn(self._watch)
 
     def _command(self) -> list[str]:
@@ -181,13 +182,14 @@ class ChildRun:
         self._threads.append(thread)
         thread.start()
 
-    def _read_output(self, stream: IO[bytes]) -> None:
+    def _read_output(self, stream: IO[bytes], name: str) -> None:
+        """One of the script's streams, line by line (the agent writes its probe markers to both)."""
         by_probe = False  # between the agent's markers: a probe's borrowed iterations print
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             text, marker = split_probe_marker(line)
             if text is not None:
-                self.session.add_output(text, by_probe=by_probe)
+                self.session.add_output(text, by_probe=by_probe, stream=name)
             if marker is not None:
                 by_probe = marker == protocol.PROBE_OUTPUT_BEGINS
         stream.close()

@@ -33,6 +33,7 @@ class PrintedLine(NamedTuple):
 
     text: str
     by_probe: bool  # printed by an iteration of the script's loop that a probe borrowed
+    stream: str = "stdout"  # or "stderr"
 
 
 class Downsampled:
@@ -166,7 +167,7 @@ class Session:
         self.walk: Walk | None = None
         self.events: collections.deque[Event] = collections.deque(maxlen=EVENT_LOG)
         self.output: collections.deque[str] = collections.deque(maxlen=OUTPUT_LINES)
-        self.output_by_probe: collections.deque[bool] = collections.deque(maxlen=OUTPUT_LINES)  # per line
+        self.output_marks: collections.deque[tuple[bool, str]] = collections.deque(maxlen=OUTPUT_LINES)  # by_probe, stream
         self._listeners: list[Listener] = []
         self._derived: list[Event] = []
 
@@ -229,17 +230,18 @@ class Session:
         rate = self.steps_per_second() or 0.0
         return furthest + max(2, math.ceil(rate * reach_seconds))
 
-    def add_output(self, line: str, by_probe: bool = False) -> None:
-        """A line the script printed; ``by_probe`` when a probe's borrowed iteration of its loop did."""
+    def add_output(self, line: str, by_probe: bool = False, stream: str = "stdout") -> None:
+        """A line the script printed to ``stream``; ``by_probe`` when a probe's borrowed iteration of its
+        loop did."""
         with self.lock:
             self.output.append(line)
-            self.output_by_probe.append(by_probe)
+            self.output_marks.append((by_probe, stream))
             self.version += 1
-        self._notify("output", PrintedLine(line, by_probe))
+        self._notify("output", PrintedLine(line, by_probe, stream))
 
     def printed_lines(self) -> list[PrintedLine]:
         with self.lock:
-            return [PrintedLine(*pair) for pair in zip(self.output, self.output_by_probe)]
+            return [PrintedLine(line, *marks) for line, marks in zip(self.output, self.output_marks)]
 
     def note(self, kind: str, message: str, details: list[str] | None = None) -> None:
         """An event that the TUI side saw itself (a rejected connection, the child's exit)."""

@@ -109,6 +109,7 @@ def probe_output(inside: bool) -> None:
             pass
     marker = protocol.PROBE_OUTPUT_BEGINS if inside else protocol.PROBE_OUTPUT_ENDS
     try:
-        os.write(1, f"{marker}\n".encode())  # ends a line the script left open: the reader splits it off
+        for fd in (1, 2):  # each stream is its own pipe, read apart: both are framed
+            os.write(fd, f"{marker}\n".encode())  # ends a line the script left open: the reader splits it off
     except OSError:  # the pipe is gone (its output went to the log file): nobody to mark lines for
         _MARKS["enabled"] = False
