@@ -65,10 +65,10 @@ class ShapeTraceScreen(Screen[None]):
 
     def action_retrace(self) -> None:
         session = self.run.session
+        session.probe_results.pop(PROBE, None)  # before the command: the new trace may come back at once
         if session.ended or not self.run.command("probe", name=PROBE, params={}):
             self.query_one("#shapes-title", Static).update("The training process is gone: no forward pass to trace.")
             return
-        session.probe_results.pop(PROBE, None)
         self.query_one("#shapes-title", Static).update("Tracing one forward pass of the model on the paused batch...")
 
     def _refresh(self) -> None:

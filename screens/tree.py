@@ -16,6 +16,7 @@ from textual.widgets import ProgressBar, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from tuidebug.launcher import ChildRun
+from tuidebug.screens.charts import ChartPane, GradPane, LossPane, MemoryPane
 from tuidebug.screens.footer import KeysFooter
 from tuidebug.screens.inspector import InspectorScreen
 from tuidebug.screens.shapes import PROBE as PROBE_SHAPES
@@ -27,6 +28,9 @@ from tuidebug.triage import start_walk
 
 REFRESH_SECONDS = 0.25
 NARROW_COLUMNS = 100  # below this the tree stands above its explanation
+# From this width the run's three charts stay above the tree, as a row of sparklines with their figures
+# (a break is when they matter); below it they are one key away (d or esc: the dashboard).
+CHARTS_COLUMNS = 120
 GROUPS = (("nan.", "NaN / divergence"), ("oom.", "Out of memory"), ("shape.", "Shape mismatch"))
 MARKS = {"pass": "[pass]", "fail": "[FAIL]", "inconclusive": "[ ?? ]", "cancelled": "[cncl]", "error": "[ERR!]",
          "skipped": "[skip]", "running": "[....]", "not run": "[    ]", "visited": "[ -> ]"}
@@ -116,6 +120,10 @@ class TreeScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="tree-state")
         yield Static(Text(LEGEND), id="tree-legend")  # Text: the marks are not markup
+        with Horizontal(id="tree-charts"):
+            yield LossPane(classes="chart compact")
+            yield GradPane(classes="chart compact")
+            yield MemoryPane(classes="chart compact")
         with Horizontal(id="tree-main"):
             yield Tree("Debugging protocol", id="tree")
             with VerticalScroll(id="tree-details"):
@@ -161,6 +169,9 @@ class TreeScreen(Screen[None]):
         if progress is not None:
             bar.update(progress=progress.fraction)
         self.query_one("#tree-checklist", Static).update("Protocol verification\n" + checklist(self.walk))
+        if not self.has_class("no-charts"):
+            for pane in self.query(ChartPane):
+                pane.refresh_from(self.session)
         session = self.session
         self.query_one("#tree-state", Static).update(Text(
             f"{session.state.upper()}  step {session.step}  {session.reason}   branch: {self.walk.branch}"))
@@ -195,6 +206,8 @@ class TreeScreen(Screen[None]):
 
     def on_resize(self, event: events.Resize) -> None:
         self.set_class(event.size.width < NARROW_COLUMNS, "narrow")
+        self.set_class(event.size.width < CHARTS_COLUMNS, "no-charts")
+        self._shown = -1  # the charts redraw at their new size
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted) -> None:
         self.query_one("#tree-details").scroll_home(animate=False)  # a new node's explanation from its start
@@ -222,10 +235,14 @@ class TreeScreen(Screen[None]):
         if self.running is not None:
             self.notify(f"{self.running} is still running: wait or cancel it (c)")
             return
+        # The old result goes before the command: a quick probe's new one can arrive on the reader
+        # thread before the next line here runs, and must not be the one removed.
+        previous = self.session.probe_results.pop(node.probe, None)
         if self.session.ended or not self.run.command("probe", name=node.probe, params={}):
+            if previous is not None:
+                self.session.probe_results[node.probe] = previous
             self.notify("the training process is gone: nothing to probe", severity="warning")
             return
-        self.session.probe_results.pop(node.probe, None)
         self.walk.results.pop(node.id, None)
         self.running = node.probe
         self._shown = -1

@@ -53,6 +53,19 @@ async def test_the_tree_walks_a_nan_run_to_its_verdict_with_the_keyboard(start_r
         assert "[pass] NaN: NaN or Inf in the inputs?" in screen_text(app)
 
 
+async def test_the_charts_stay_beside_the_tree_from_120_columns(start_run):
+    """At a break the charts matter: beside the tree where there is room, one key away below that."""
+    run, session = start_run(EXAMPLES / "nan_divide_by_zero.py")
+    wait_for(lambda: session.state == "paused", 60, "the break on the first NaN")
+    app = TuidebugApp(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.push_screen(TreeScreen(run))
+        await shows(pilot, "Single-batch overfit test", "loss ", "gradient norm ", "RSS (CPU) ")
+        await pilot.resize_terminal(100, 30)
+        await until(pilot, lambda: "gradient norm" not in screen_text(app), "the charts to make room")
+        await shows(pilot, "Single-batch overfit test", "esc Back")
+
+
 async def test_enter_runs_the_selected_check_and_its_evidence_is_shown(start_run):
     run, session = start_run(EXAMPLES / "no_grad_reaches_weights.py", break_at=3)
     wait_for(lambda: session.state == "paused", 60, "the break at step 3")
@@ -65,7 +78,7 @@ async def test_enter_runs_the_selected_check_and_its_evidence_is_shown(start_run
         await pilot.press("n")
         await shows(pilot, "Which failure? (one batch cannot be fitted)")
         await pilot.press("a")  # the learning checks in turn, then the verdict
-        await until(pilot, lambda: isinstance(app.screen, VerdictScreen), "the verdict screen", timeout=120)
+        await until(pilot, lambda: isinstance(app.screen, VerdictScreen), "the verdict screen", timeout=60)
         await shows(pilot, "no_learning / no_gradient_to_weights", "the graph is cut by")
 
 
