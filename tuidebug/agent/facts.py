@@ -35,7 +35,9 @@ EARLY_COLLAPSE = 1000
 # However the rate is set (a scheduler, or by hand in the loop), one that fell below LR_COLLAPSE of its
 # start and has stayed there for as many steps as it took to get there (and COLLAPSED_STEPS at least)
 # trains on at nothing: a schedule that anneals to ~0 at the end of its run is not caught (it ends
-# there), a decay applied every batch instead of every epoch is.
+# there), a decay applied every batch instead of every epoch is. A rate of exactly 0 is caught once it
+# has stayed there COLLAPSED_STEPS steps, however late it came: an annealing schedule touches 0 at its
+# last step only, a multiplier of 0 (StepLR(gamma=0)) keeps it there while the run trains on.
 COLLAPSED_STEPS = 20
 PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR")
 LEAKED_STEPS = 3
@@ -129,6 +131,12 @@ class SchedulerCalls:
     calls: int = 0
     steps_at_first_call: int = 0
     scheduler: Any = None  # a weak reference
+
+    def gamma(self) -> float | None:
+        """The schedule's multiplier (StepLR, MultiStepLR, ExponentialLR), while it is alive."""
+        scheduler = self.scheduler() if self.scheduler is not None else None
+        gamma = getattr(scheduler, "gamma", None)
+        return float(gamma) if isinstance(gamma, (int, float)) else None
 
     def collapse_step(self) -> int | None:
         """The step count at which this schedule puts the rate below LR_COLLAPSE of its start (from
@@ -234,7 +242,7 @@ class Facts:
         self.steps = step
         found = []
         for code, check in (("loss_broadcast", self._broadcast), ("one_hot_width", self._one_hot),
-                            ("stale_grads", self._stale), ("zero_grad_wipes", self._wiped),
+                            ("stale_grads", self.never_reset), ("zero_grad_wipes", self._wiped),
                             ("not_in_optimizer", self._not_in_optimizer),
                             ("unregistered_modules", self._unregistered), ("no_grad_params", self._no_grad),
                             ("graph_cut", self._graph_cut),
@@ -267,7 +275,9 @@ class Facts:
         return (f"F.one_hot without num_classes at {site} made encodings of widths {sorted(self.one_hot[site])}: "
                 "the width follows the largest label of each batch")
 
-    def _stale(self) -> str | None:
+    def never_reset(self) -> str | None:
+        """Why the gradients are never reset (the last STALE_CHECKS sampled steps all began their first
+        backward with non-zero gradients), or None."""
         recent = self.stale_grads[-STALE_CHECKS:]
         if self.optimizers != 1 or len(recent) < STALE_CHECKS or not all(stale for _, stale in recent):
             return None
@@ -374,7 +384,7 @@ class Facts:
 
     def _collapsed_rate(self, step: int) -> str | None:
         at = self.lr_collapsed_at
-        if at is None or step - at < max(at, COLLAPSED_STEPS):
+        if at is None or step - at < (COLLAPSED_STEPS if self.last_lr == 0 else max(at, COLLAPSED_STEPS)):
             return None
         return (f"the learning rate fell from {self.first_lr:.3g} to {self.last_lr:.3g} (below {LR_COLLAPSE:g} of its "
                 f"start) at step {at} and has stayed there for {step - at} steps: the steps since change nothing")

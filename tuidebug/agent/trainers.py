@@ -13,6 +13,7 @@ import contextlib
 import copy
 import inspect
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -207,6 +208,18 @@ def _quiet(*args: Any, **kwargs: Any) -> None:
     hooks) Lightning refuses a log call, and the probes' steps have no place in the run's logs anyway."""
 
 
+def _training_step(precision: Any) -> Callable[[torch.nn.Module, Any], torch.Tensor]:
+    """The loss of a LightningModule's training_step, called as Lightning's own loop calls it: the batch
+    through the trainer's precision plugin (``precision="16-true"`` casts it to float16) and the step
+    in the plugin's context (autocast for ``"16-mixed"``)."""
+    def loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        if precision is None:
+            return _training_step_loss(model, batch)
+        with precision.train_step_context():
+            return _training_step_loss(model, precision.convert_input(batch))
+    return loss
+
+
 def _training_step_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -232,15 +245,18 @@ class CopyTrainer:
         self._rates = agent.rates_of_last_step(optimizer) if rates_of_last_step else None
         lightning = agent.lightning_module()
         self.observed_inputs = False  # inputs caught at the model's call, not a DataLoader batch: never sliced
+        self._rebuilt = True  # the loss rebuilt from observations, not the script's own code (training_step, watch)
         if lightning is not None and agent.batches:
             self.method = "copy of the LightningModule and its optimizer, trained with its own training_step"
-            self._loss = _training_step_loss
+            self._loss = _training_step(getattr(getattr(lightning, "_trainer", None), "precision_plugin", None))
+            self._rebuilt = False
             self.inputs, self.size = agent.batches[-1].batch, agent.batches[-1].size
             self._recent = [c.batch for c in agent.recent_batches()]
             model = lightning
         elif observed.watch_loss is not None and agent.batches:
             self.method = "copy of model and optimizer with the loss given to tuidebug.watch"
             self._loss = observed.watch_loss
+            self._rebuilt = False
             self.inputs, self.size = agent.batches[-1].batch, agent.batches[-1].size
         elif agent.batches and agent.facts.input_paths and agent.facts.target_path and \
                 (observed.criterion is not None or observed.loss_function is not None):
@@ -274,7 +290,6 @@ class CopyTrainer:
             raise NoPipeline(
                 "the loss was computed by code tuidebug cannot replay here (the script's loop is gone, and "
                 "no nn.Module loss was seen): add `tuidebug.watch(model, optimizer, loss_fn=lambda model, batch: ...)`")
-        self._rebuilt = self._loss not in (_training_step_loss, observed.watch_loss)  # not the script's own code
         # Inputs caught at the model's call may carry the graph of earlier calls (an RNN's hidden state
         # carried over characters): the replay treats them as data, or its second backward would fail.
         self.carried = {path for path, tensor in tensors_in(self.inputs) if tensor.grad_fn is not None}

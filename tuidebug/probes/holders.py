@@ -52,10 +52,15 @@ class Holding:
     oldest: int | None  # the oldest earlier step whose graph it keeps alive, None without graphs
     line: str | None  # where it is fed: "train.py:57 `total_loss += loss`"
 
+    @property
+    def counted(self) -> str:
+        """``12 tensors``, or ``128 arrays`` for a holding of numpy arrays only."""
+        return f"{self.tensors} {'arrays' if self.kind.endswith(' arrays') else 'tensors'}"
+
     def text(self) -> str:
         graphs = f", keeps graphs back to step {self.oldest}" if self.oldest is not None else ""
         fed = f"; fed at {self.line}" if self.line else ""
-        return f"`{self.name}` ({self.kind} in {self.owner}) holds {self.tensors} tensor(s){graphs}{fed}"
+        return f"`{self.name}` ({self.kind} in {self.owner}) holds {self.counted}{graphs}{fed}"
 
 
 class _Search:
@@ -63,6 +68,7 @@ class _Search:
         self.before = step - GRAPH_AGE
         self.memo: dict[int, int | None] = {}
         self.seen: set[int] = set()
+        self.arrays = 0  # numpy arrays counted so far: a holding of arrays only is named so
 
     def graph_step(self, tensor: torch.Tensor) -> int | None:
         """The oldest tag older than ``before`` that the tensor's graph reaches."""
@@ -275,10 +281,12 @@ def _visit(search: _Search, name: str, value: Any, path: str | None, owner: str,
         cls_path = getattr(sys.modules.get(type(value).__module__), "__file__", path)
         return [h for attr, item in vars(value).items() if not attr.startswith("_")
                 for h in _visit(search, f"{name}.{attr}", item, cls_path, type(value).__name__, depth + 1)]
+    arrays_before = search.arrays
     tensors, size, oldest = _count(search, value, 0)
     if not tensors:
         return []
-    kind = type(value).__name__ if isinstance(value, torch.Tensor) else f"{type(value).__name__} of {tensors} tensors"
+    what = "arrays" if search.arrays - arrays_before == tensors else "tensors"
+    kind = type(value).__name__ if isinstance(value, torch.Tensor) else f"{type(value).__name__} of {tensors} {what}"
     return [Holding(name, kind, owner, tensors, size, oldest, _fed_at(name, path))]
 
 
@@ -286,6 +294,9 @@ def _count(search: _Search, value: Any, depth: int) -> tuple[int, int, int | Non
     if isinstance(value, torch.Tensor):
         oldest = search.graph_step(value) if value.grad_fn is not None else None
         return 1, value.numel() * value.element_size(), oldest
+    if _is_array(value):  # a numpy copy made each step (outputs kept for an epoch-end metric) grows as a tensor does
+        search.arrays += 1
+        return 1, value.nbytes, None
     if depth > MAX_DEPTH or id(value) in search.seen:
         return 0, 0, None
     if isinstance(value, dict):
@@ -304,6 +315,11 @@ def _count(search: _Search, value: Any, depth: int) -> tuple[int, int, int | Non
         if o is not None:
             oldest = o if oldest is None else min(oldest, o)
     return tensors, size, oldest
+
+
+def _is_array(value: Any) -> bool:
+    ndarray = getattr(sys.modules.get("numpy"), "ndarray", None)  # never imported here: only if the script did
+    return ndarray is not None and isinstance(value, ndarray)
 
 
 def _user_object(value: Any) -> bool:

@@ -20,7 +20,8 @@ import torch
 
 from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probes.unsafe_math import FIXES, Culprit, ForwardWatch, display_name
-from tuidebug.probe_api import FAIL, PASS, Adjust, ProbeContext, ProbeOutcome, probe
+from tuidebug.probe_api import (FAIL, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext, ProbeOutcome, Trainer,
+                                probe)
 from tuidebug.probes.source import Unsafe, assignments, divisions, evaluate, names_of, same_data, zero_entries
 from tuidebug.sites import Site
 
@@ -254,10 +255,53 @@ def clean(batch: Any) -> Any:
                        if t.is_floating_point() else t)
 
 
+def failing_batch(ctx: ProbeContext) -> tuple[Trainer | None, Any]:
+    """The failing step's batch and a trainer to replay it with; where no pipeline can run (a loss that
+    cannot be rebuilt, a loop that ended), the model's inputs at the failing step as the hooks kept them,
+    without a trainer: what was fed is what this check reads first."""
+    try:
+        trainer = ctx.trainer
+        return trainer, trainer.prepare()
+    except (NoPipeline, NeedsLoop, LoopGone):
+        failure = ctx.run.failure
+        if failure is None or not failure.inputs:
+            raise
+        fed = failure.inputs[-1]
+        return None, (fed.args, fed.kwargs)
+
+
+def _held_as(ctx: ProbeContext, batch: Any) -> list[str]:
+    """For a loop without a Dataset: the variables of the user's frames that hold the batch's non-finite
+    tensors (``features`` in main()), where the data was made."""
+    frames = ctx.run.user_frames()
+    lines = []
+    for path, tensor in tensors_in(batch):
+        if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor.detach()).all()):
+            names = [f"`{name}` in {frame.f_code.co_name}()" for name, frame in names_of(tensor, frames)]
+            if names:
+                lines.append(f"{path} is {', '.join(names[:SHOWN])}")
+    return lines
+
+
+def _cleaned_replay(ctx: ProbeContext, trainer: Trainer | None, batch: Any) -> tuple[bool | None, str]:
+    """Whether the failing batch with its NaN/Inf replaced by 0 trains finite, and the evidence line."""
+    if trainer is None:
+        return None, "not replayed with the NaN/Inf replaced: the pipeline cannot be run here"
+    try:
+        trainer.reset(ctx.break_state)
+        result = trainer.step(clean(batch), Adjust())
+    except NoPipeline as exc:
+        return None, f"not replayed with the NaN/Inf replaced: {exc}"
+    except (NeedsLoop, LoopGone):
+        return None, "not replayed with the NaN/Inf replaced: the script's loop ended first"
+    finite = result.loss is not None and math.isfinite(result.loss) and result.grads_finite
+    return finite, f"the failing batch with NaN/Inf replaced by 0: loss {result.loss}, " \
+                   f"{'finite' if finite else 'still not finite'}"
+
+
 @probe("nan.inputs")
 def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
-    trainer = ctx.trainer
-    batch = trainer.prepare()
+    trainer, batch = failing_batch(ctx)
     in_batch = nonfinite_tensors(batch, getattr(trainer, "carried", ()))
     dataset = ctx.run.dataset()
     in_dataset, scanned, scan_note = scan_dataset(ctx, dataset)
@@ -271,18 +315,16 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
                           + ": none is non-finite when fetched once, so each is fetched again")
             made, culprit = made_in_getitem(dataset, [index for _, index in rows[:3]], tries=REFETCHES)
     origin += made
+    if in_batch and dataset is None:
+        origin += _held_as(ctx, batch)
     evidence = in_batch + origin + in_dataset[:12] + [scan_note]
     data: dict[str, Any] = {"samples": [line.split(":")[0] for line in in_dataset], "definitive": True}
     if not in_batch and not in_dataset:
         return ProbeOutcome(PASS, f"no NaN/Inf in the failing batch nor in {scanned} dataset samples",
                             evidence, data=data)
     if in_batch:
-        trainer.reset(ctx.break_state)
-        result = trainer.step(clean(batch), Adjust())
-        cleaned_ok = result.loss is not None and math.isfinite(result.loss) and result.grads_finite
-        evidence.append(f"the failing batch with NaN/Inf replaced by 0: loss {result.loss}, "
-                        f"{'finite' if cleaned_ok else 'still not finite'}")
-        data["confirmed"] = cleaned_ok
+        data["confirmed"], line = _cleaned_replay(ctx, trainer, batch)
+        evidence.append(line)
     warned = [f"numpy warned \"{message}\" at {site} while the script ran"
               for site, message in ctx.run.facts.numeric_warnings]
     evidence += warned

@@ -32,8 +32,9 @@ import torch
 from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, NoPipeline, ProbeContext, ProbeOutcome, probe
 from tuidebug.probes.source import (
-    assignment_target, assignments, bias_inits, calls_named, enclosing_function, freezes, grad_off_block, guarded_steps,
-    indexed_attributes, module_site, rate_assignments, shuffles, weight_inits)
+    assignment_target, assignments, backward_target, bias_inits, calls_named, enclosing_function, forced_requires_grad,
+    freezes, grad_off_block, grad_switched_off, guarded_steps, indexed_attributes, module_site, rate_assignments,
+    shuffles, unsorted_listings, weight_inits)
 from tuidebug.probes.trials import finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site, is_user_file
@@ -188,12 +189,30 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
             fix = (f"take `{inside.text}` ({inside.short}) out of the `{block.text}` block at {block.short}: a frozen "
                    "module passes gradients on to the layers before it when only its own parameters have "
                    "requires_grad=False")
+        switch = next((line for path in sorted(facts.source_files) for line in grad_switched_off(path)), None) \
+            if watch.block is None and what.endswith("under torch.no_grad()") else None
+        if switch is not None:
+            evidence.append(f"`{switch.text}` at {switch.short} turns gradients off for everything after it")
+            summary = f"no gradient reaches the weights: `{switch.text}` at {switch.short} turns gradients off for the run"
+            fix = (f"remove `{switch.text}` at {switch.short} (put the code that needs it in a `with torch.no_grad():` "
+                   "block)")
     else:
         summary = "no gradient reaches the weights: the loss does not depend on them through autograd"
         fix = ("compute the loss from the model's output itself: no .detach(), .item(), .data, numpy round trip or "
                "torch.no_grad() between the model and loss.backward()")
+    forced = _forced_loss_grad(facts)
+    if forced:
+        evidence.append(f"`{forced[0].text}` at {forced[0].short} lets backward() run on a loss without a graph: it "
+                        "hides the cut, the weights still get no gradient")
+        fix += f"; and drop `{forced[0].text}` at {forced[0].short}"
     return ProbeOutcome(FAIL, summary, evidence, fix, data={"cause": "no_gradient_to_weights",
                                                              "site": str(watch.cut[1]) if watch.cut else None})
+
+
+def _forced_loss_grad(facts: Any) -> list[Site]:
+    """The user's lines that make the loss they call backward on require grad by hand."""
+    name = backward_target((facts.backward_site or "").partition("`")[2].rstrip("`"))
+    return [site for path in sorted(facts.source_files) for site in forced_requires_grad(path, name)] if name else []
 
 
 # --- parameters without gradients ------------------------------------------------------------
@@ -296,7 +315,7 @@ def zero_grad(ctx: ProbeContext) -> ProbeOutcome:
     stale = [step for step, was in checks if was]
     evidence = [f"gradients already non-zero at the first backward of steps {stale or 'none'} "
                 f"(checked {', '.join(str(s) for s, _ in checks)})"]
-    if len(stale) < len(checks) or len(checks) < 2:
+    if facts.never_reset() is None:  # an early check may see a zero gradient (LoRA's A while B is 0): the latest decide
         return ProbeOutcome(PASS, "the gradients are reset before each step's backward", evidence)
     as_written = _trial(ctx, Adjust())
     with_reset = _trial(ctx, Adjust(zero_grad=True))
@@ -411,6 +430,15 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
         collapsed = next(s for s, lr in curve if lr < LR_COLLAPSE * first)
         per_step = [c for c in facts.schedulers.values() if c.calls >= 0.5 * steps]
         evidence.append(f"the rate fell below {LR_COLLAPSE:g} of its start at step {collapsed}")
+        zeroed = next((c for c in facts.schedulers.values() if c.gamma() == 0), None)
+        if zeroed is not None:
+            made = next((site for kind, site in facts.scheduler_sites if kind == zeroed.kind), zeroed.site)
+            evidence.append(f"{zeroed.kind} has gamma=0 (created at {made}): its first decay sets the rate to 0")
+            return ProbeOutcome(
+                FAIL, f"the learning rate becomes 0: {zeroed.kind} with gamma=0 ({made.split(' ')[0]}) zeroes it at its "
+                f"first decay (step {collapsed})", evidence,
+                f"give {zeroed.kind} a gamma between 0 and 1 at {made.split(' ')[0]} (0.1 divides the rate by 10 at each "
+                "decay; 1 keeps it), or drop the scheduler", data={"cause": "lr_schedule_decay", "collapsed_at": collapsed})
         if per_step:
             where = per_step[0]
             fix = (f"step {where.kind} once per epoch, not every batch: move scheduler.step() ({where.site}) out of "
@@ -925,6 +953,10 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
         evidence.append("__getitem__ reads containers of different lengths with the same index: " + "; ".join(
             f"`self.{name}` ({length} entries) at {site}" for name, length, site in unequal))
         where = [site for _, _, site in unequal]
+    listed = [] if unequal or where else \
+        [site for file in sorted(ctx.run.facts.source_files) for site in unsorted_listings(file)]
+    evidence += [f"file names are listed in the file system's order at {site}: labels kept in another order do "
+                 "not follow them" for site in listed]
     if unequal:
         longest, shortest = max(unequal, key=lambda u: u[1]), min(unequal, key=lambda u: u[1])
         sources = _same_length(dataset, longest)
@@ -934,6 +966,9 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
         fix = (f"select the same samples in every container __getitem__ reads: `self.{longest[0]}` has {longest[1]} "
                f"entries{built} and `self.{shortest[0]}` {shortest[1]} (apply the same split or mask to both, where "
                "they are built)")
+    elif listed:
+        fix = (f"sort the listing at {listed[0].short} (`sorted(os.listdir(...))`, `sorted(glob.glob(...))`) so that the "
+               "files come in the order the labels were written in; better, read each file's label by its name")
     elif idle and not where:
         made = idle[0].created.split(" ", 1)[0] if idle[0].created else "its DataLoader(...)"
         fix = (f"build inputs and labels from the same pass: give the loader made at {made} shuffle=False, or "

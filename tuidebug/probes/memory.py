@@ -407,7 +407,7 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
             return _spread_outcome(ctx, spread, evidence, growth)
         holder = found[0] if found else None
         summary = f"memory grows{_per_step(growth)} a step" + (
-            f": `{holder.name}` holds {holder.tensors} tensors ({bytes_text(holder.bytes)})"
+            f": `{holder.name}` holds {holder.counted} ({bytes_text(holder.bytes)})"
             + (f", fed at {holder.line.split(' ', 1)[0]}" if holder.line else "") if holder else "")
         return ProbeOutcome(FAIL, summary, evidence,
                             f"bound `{holder.name}` (keep a running summary, or only the last N entries)" if holder else
@@ -496,7 +496,7 @@ def _kept_more_than(found: list[holders.Holding], asked: int) -> list[holders.Ho
 
 def _kept_at_oom(ctx: ProbeContext, kept: list[holders.Holding], asked: int, evidence: list[str]) -> ProbeOutcome:
     """At the out-of-memory error containers hold more than the allocation that failed."""
-    evidence.append(f"{', '.join(f'`{h.name}` holds {h.tensors} tensors ({bytes_text(h.bytes)})' for h in kept)} at "
+    evidence.append(f"{', '.join(f'`{h.name}` holds {h.counted} ({bytes_text(h.bytes)})' for h in kept)} at "
                     f"the failure: {bytes_text(sum(h.bytes for h in kept))}, at least the {bytes_text(asked)} the "
                     "failing allocation asked for")
     return _kept_state(ctx, kept, evidence)
@@ -520,7 +520,7 @@ def _kept_state(ctx: ProbeContext, kept: list[holders.Holding], evidence: list[s
             f"call {owner}.reset(){where} (or log the metric object itself: self.log(name, {owner}))",
             data={"cause": "memory_growth"})
     return ProbeOutcome(
-        FAIL, f"`{holder.name}` keeps {holder.tensors} tensors ({bytes_text(held)}) and nothing empties it: memory "
+        FAIL, f"`{holder.name}` keeps {holder.counted} ({bytes_text(held)}) and nothing empties it: memory "
         "grows with every step that adds to it", evidence, f"bound `{holder.name}` (keep a running summary, or "
         "empty it after each use)", data={"cause": "memory_growth"})
 

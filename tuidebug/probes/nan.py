@@ -161,9 +161,14 @@ def learning_rate(ctx: ProbeContext) -> ProbeOutcome:
     if large and max(large.values()) > 1.0:
         return ProbeOutcome(FAIL, "learning rate too high: single steps move weights by more than their size",
                             evidence, "lower the learning rate by 10x or more", data=data)
+    data["confirmed"] = False
+    unlike = unfaithful(ctx, start, base)
+    if unlike is not None:
+        evidence.append(unlike)
+        return ProbeOutcome(INCONCLUSIVE, "could not tell: the replay at the script's own rate does not reproduce "
+                            "the run, so the lower rates' replays say nothing", evidence, data=data)
     if base.blew_up and finite_only is not None:
         evidence.append(f"at lr x{finite_only:g} the run stays finite but the loss does not fall in the replay")
-    data["confirmed"] = False
     why = ": no lower rate both stays finite and learns" if base.blew_up else \
         ": the replay at the script's own rate does not fail"
     return ProbeOutcome(PASS, "the learning rate is not the cause" + why, evidence, data=data)

@@ -194,14 +194,16 @@ def rate_assignments(path: str) -> list[Site]:
 
 
 def calls_of(path: str, owner: str, method: str) -> list[Site]:
-    """The lines of ``path`` that call ``owner.method(...)`` (``outputs.append``)."""
+    """The lines of ``path`` that call ``owner.method(...)`` (``outputs.append``), or that method of one of
+    owner's items (``results["preds"].append``: a dict of lists)."""
     tree = _tree(path)
     if tree is None:
         return []
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method:
-            if _name_of(node.func.value) == owner:
+            receiver = node.func.value.value if isinstance(node.func.value, ast.Subscript) else node.func.value
+            if _name_of(receiver) == owner:
                 found.append(Site(path, node.lineno, ""))
     return sorted(set(found), key=lambda site: site.line)
 
@@ -315,6 +317,26 @@ def shuffles(path: str) -> list[Site]:
     return sorted(set(lines), key=lambda site: site.line)
 
 
+LISTINGS = {"listdir", "scandir", "glob", "iglob", "iterdir", "rglob"}
+
+
+def unsorted_listings(path: str) -> list[Site]:
+    """The lines of ``path`` that list a directory (``os.listdir``, ``glob.glob``, ``Path.iterdir``...)
+    without sorting it: the order is the file system's, so anything kept in another order (labels
+    read from a CSV) does not follow it."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+    sorted_ids = {id(sub) for node in ast.walk(tree) if isinstance(node, ast.Call) and _name_of(node.func) == "sorted"
+                  for sub in ast.walk(node)}
+    targets = {id(sub): target.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+               for target in node.targets if isinstance(target, ast.Name) for sub in ast.walk(node.value)}
+    found = [Site(path, node.lineno, "") for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and _name_of(node.func) in LISTINGS and id(node) not in sorted_ids
+             and not (id(node) in targets and calls_of(path, targets[id(node)], "sort"))]
+    return sorted(set(found), key=lambda site: site.line)
+
+
 CONTAINERS = {"Sequential", "ModuleList"}
 
 
@@ -398,6 +420,50 @@ def grad_off_block(path: str, line: int) -> Site | None:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             found += [(node.lineno, d.lineno) for d in node.decorator_list if turns_off(d)]
     return Site(path, max(found)[1], "") if found else None
+
+
+def grad_switched_off(path: str) -> list[Site]:
+    """Lines of ``path`` that turn gradients off for everything after them: ``torch.set_grad_enabled(False)``
+    called as a statement, not as a ``with`` block (a model loader's, left on for the whole script)."""
+    tree = _tree(path)
+    return [Site(path, node.lineno, "") for node in (ast.walk(tree) if tree is not None else ())
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+            and _name_of(node.value.func) in ("set_grad_enabled", "_set_grad_enabled") and node.value.args
+            and isinstance(node.value.args[0], ast.Constant) and node.value.args[0].value is False]
+
+
+def backward_target(text: str) -> str | None:
+    """The variable a line calls backward on: ``loss`` of ``loss.backward()``, ``accelerator.backward(loss)``
+    or ``scaler.scale(loss).backward()``."""
+    tree = _parse_line(text)
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call) and _name_of(node.func) in ("backward", "manual_backward"):
+            receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+            if node.args and isinstance(node.args[0], ast.Name):
+                return node.args[0].id
+            while isinstance(receiver, ast.Call) and receiver.args:  # scaler.scale(loss)
+                receiver = receiver.args[0]
+            if isinstance(receiver, ast.Name):
+                return receiver.id
+    return None
+
+
+def forced_requires_grad(path: str, name: str) -> list[Site]:
+    """Lines of ``path`` that make ``name`` require grad after it was computed (``loss.requires_grad =
+    True``, ``loss.requires_grad_()``): what silences "element 0 of tensors does not require grad"
+    without giving the loss a graph."""
+    tree = _tree(path)
+    found = []
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad"
+                                                and isinstance(t.value, ast.Name) and t.value.id == name
+                                                for t in node.targets) \
+                and isinstance(node.value, ast.Constant) and node.value.value is True:
+            found.append(Site(path, node.lineno, ""))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == name:
+            found.append(Site(path, node.lineno, ""))
+    return sorted(found, key=lambda site: site.line)
 
 
 def guarded_steps(path: str) -> list[tuple[Site, Site]]:
