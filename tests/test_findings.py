@@ -379,3 +379,92 @@ def test_a_tensor_rebuilt_from_tensors_that_require_grad_is_a_cut_when_some_weig
     text = facts._graph_cut()
 
     assert text.startswith("mu_head.bias, mu_head.weight never get a gradient, and rollout.py:4 `log_probs = ")
+
+
+def test_a_rate_held_at_exactly_zero_is_a_finding_however_late_it_came() -> None:
+    zeroed = Facts()
+    for step in range(1, 131):
+        zeroed.observe_lr(step, 0.005 if step <= 100 else 0.0)  # StepLR(step_size=100, gamma=0)
+    assert "fell from 0.005 to 0" in zeroed.new_findings(130)[0][1]
+
+
+def test_the_scripts_own_safeguards_and_workarounds_are_read_from_its_source(tmp_path) -> None:
+    """A clip under a condition and a commented-out one, gradients switched off for the whole script,
+    the loss made to require grad by hand, and a directory listed without sorting it."""
+    script = tmp_path / "train.py"
+    script.write_text("import os, glob, torch\n"
+                      "torch.set_grad_enabled(False)\n"
+                      "files = os.listdir(root)\n"
+                      "names = sorted(glob.glob('*.png'))\n"
+                      "listed = glob.glob('*.npy')\n"
+                      "listed.sort()\n"
+                      "with torch.set_grad_enabled(False):\n"
+                      "    pass\n"
+                      "for x, y in loader:\n"
+                      "    loss = model(x).sum()\n"
+                      "    loss.requires_grad = True\n"
+                      "    scaler.scale(loss).backward()\n"
+                      "    if args.clip > 0:\n"
+                      "        torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)\n"
+                      "    # nn.utils.clip_grad_value_(model.parameters(), 1.0)\n"
+                      "    optimizer.step()\n")
+    path = str(script)
+
+    assert [(call.line, condition and condition.line) for call, condition in source.switched_off_clips(path)] == [
+        (14, 13), (15, None)]
+    assert [site.line for site in source.grad_switched_off(path)] == [2]  # not the with block
+    assert source.backward_target("scaler.scale(loss).backward()") == "loss"
+    assert source.backward_target("accelerator.backward(loss)") == "loss"
+    assert [site.line for site in source.forced_requires_grad(path, "loss")] == [11]
+    assert [site.line for site in source.unsorted_listings(path)] == [3]  # sorted() and .sort() are fine
+
+
+def test_numpy_arrays_kept_in_a_dict_of_lists_are_a_holding_fed_at_the_appends(tmp_path) -> None:
+    import numpy as np
+
+    class Evaluator(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Linear(4, 2)
+            self.results = {"preds": [], "targets": []}
+
+    model = Evaluator()
+    for _ in range(12):
+        model.results["preds"].append(np.zeros((16, 2), dtype=np.float32))
+        model.results["targets"].append(np.zeros((16, 2), dtype=np.float32))
+
+    [holding] = [h for h in holders.find([], [model], step=10) if h.name.endswith("results")]
+
+    assert holding.counted == "24 arrays" and holding.bytes == 24 * 16 * 2 * 4
+    assert holding.line is not None and 'model.results["targets"].append(' in holding.line  # the last feed
+
+
+def check_at(start_run, script: str, check: str, break_at: int):
+    """``check``'s result on ``script`` paused at step ``break_at`` (a real run, the probe in the child)."""
+    run, session = start_run(SCRIPTS / script, break_at=break_at)
+    wait_for(lambda: session.state == "paused", 60, f"the break at step {break_at}")
+    run.command("probe", name=check, params={})
+    wait_for(lambda: check in session.probe_results, 60, f"{check}'s result")
+    return session.probe_results[check]
+
+
+def test_gradients_switched_off_for_the_script_are_named_with_the_loss_made_to_require_grad(start_run) -> None:
+    result = check_at(start_run, "grad_switched_off.py", "learning.graph", 20)
+
+    assert result.status == "fail"
+    assert "`torch.set_grad_enabled(False)` at grad_switched_off.py:9" in result.summary
+    assert "drop `loss.requires_grad = True` at grad_switched_off.py:20" in result.fix
+
+
+def test_gradients_never_reset_are_found_when_the_first_parameter_starts_with_a_zero_gradient(start_run) -> None:
+    """LoRA: A's gradient is zero while B is still 0, so an early check sees clean gradients; the latest decide."""
+    result = check_at(start_run, "lora_no_zero_grad.py", "learning.zero_grad", 20)
+
+    assert result.status == "fail" and result.data["cause"] == "missing_zero_grad"
+
+
+def test_a_schedule_with_gamma_zero_is_named_where_it_is_made(start_run) -> None:
+    result = check_at(start_run, "steplr_gamma_zero.py", "learning.rate", 80)
+
+    assert result.status == "fail" and "StepLR with gamma=0 (steplr_gamma_zero.py:9)" in result.summary
+    assert result.fix.startswith("give StepLR a gamma between 0 and 1 at steplr_gamma_zero.py:9")

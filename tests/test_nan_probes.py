@@ -114,6 +114,15 @@ def test_a_clip_the_script_switched_off_is_named_with_its_condition_when_clippin
                                  "nan_clip_switched_off.py:28 never held)")
 
 
+def test_nan_inputs_of_a_loop_without_a_loader_are_read_from_the_model_call_and_named():
+    """No DataLoader and a loss on indexed outputs: the inputs the model got at the failing step are read."""
+    result = run_checks("nan_rownorm_fullbatch.py", folder=SCRIPTS, checks=("nan.inputs",))["nan.inputs"]
+
+    assert result.status == "fail" and "nan_rownorm_fullbatch.py:15" in result.summary
+    assert "batch.args[0] is `x` in main()" in result.evidence
+    assert any("in 2 of 120 rows [5, 77]" in line for line in result.evidence)
+
+
 def test_a_healthy_run_passes_all_four_checks_when_paused():
     results = run_checks("healthy_mlp.py", break_at=30)
 

@@ -189,17 +189,18 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
             fix = (f"take `{inside.text}` ({inside.short}) out of the `{block.text}` block at {block.short}: a frozen "
                    "module passes gradients on to the layers before it when only its own parameters have "
                    "requires_grad=False")
-        switch = next((line for path in sorted(facts.source_files) for line in grad_switched_off(path)), None) \
-            if watch.block is None and what.endswith("under torch.no_grad()") else None
-        if switch is not None:
-            evidence.append(f"`{switch.text}` at {switch.short} turns gradients off for everything after it")
-            summary = f"no gradient reaches the weights: `{switch.text}` at {switch.short} turns gradients off for the run"
-            fix = (f"remove `{switch.text}` at {switch.short} (put the code that needs it in a `with torch.no_grad():` "
-                   "block)")
     else:
         summary = "no gradient reaches the weights: the loss does not depend on them through autograd"
         fix = ("compute the loss from the model's output itself: no .detach(), .item(), .data, numpy round trip or "
                "torch.no_grad() between the model and loss.backward()")
+    # Grad mode is per thread: a copy replayed on another thread has it on, so the switch is read from the
+    # source where the replay saw no cut at all, or a cut by grad mode with no block around it.
+    switch = next((line for path in sorted(facts.source_files) for line in grad_switched_off(path)), None) \
+        if watch.block is None and (watch.cut is None or watch.cut[0].endswith("under torch.no_grad()")) else None
+    if switch is not None:
+        evidence.append(f"`{switch.text}` at {switch.short} turns gradients off for everything after it")
+        summary = f"no gradient reaches the weights: `{switch.text}` at {switch.short} turns gradients off for the run"
+        fix = f"remove `{switch.text}` at {switch.short} (put the code that needs it in a `with torch.no_grad():` block)"
     forced = _forced_loss_grad(facts)
     if forced:
         evidence.append(f"`{forced[0].text}` at {forced[0].short} lets backward() run on a loss without a graph: it "
