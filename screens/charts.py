@@ -52,12 +52,18 @@ class Chart:
     label: str = ""  # the compact row's title, where it differs from the chart's
 
 
+ALL_RANKS = "all"
+
+
 class ChartPane(Horizontal):
     """A plotext chart and a column of figures; subclasses say what to read and how to draw it."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._key: Any = None
+        # Which worker of a torchrun job the chart shows: None for the job as the session keeps it (rank
+        # 0), a rank, or ALL_RANKS (one line per rank, up to the markers there are).
+        self.rank: int | str | None = None
 
     def compose(self) -> ComposeResult:
         yield PlotextPlot(classes="plot")
@@ -69,7 +75,7 @@ class ChartPane(Horizontal):
         shown = self.query_one(".spark" if compact else ".plot")
         limit = max(20, 2 * shown.size.width)
         with session.lock:
-            key = (self.key(session), limit, compact)
+            key = (self.key(session), limit, compact, self.rank)
             if key == self._key:
                 return
             data = self.read(session)
@@ -173,17 +179,36 @@ def last_point(series: Series) -> tuple[tuple[float, float] | None, int]:
     return (series.recent[-1] if series.recent else None, len(series.coarse.points))
 
 
+def rank_series(session: Session, rank: int | str | None, name: str) -> list[tuple[str, Series]]:
+    """The series ``name`` (``loss``, ``grad_norm``) a chart shows: the session's, one rank's, or every
+    rank's (at most as many as there are markers)."""
+    if rank == ALL_RANKS:
+        return [(f"rank {r}", getattr(view, name)) for r, view in sorted(session.ranks.items())][:len(MARKERS)]
+    if isinstance(rank, int) and rank in session.ranks:
+        return [(f"rank {rank}", getattr(session.ranks[rank], name))]
+    return [("", getattr(session, name))]
+
+
+def ranked(title: str, lines: list[tuple[str, Points]]) -> str:
+    """The chart's title, with the rank it shows when it shows one."""
+    return f"{title} ({lines[0][0]})" if len(lines) == 1 and lines[0][0] else title
+
+
 class LossPane(ChartPane):
     log = False
 
     def key(self, session: Session) -> Any:
-        return last_point(session.loss), nonfinite(session, "nonfinite_loss"), self.log
+        return [last_point(s) for _, s in rank_series(session, self.rank, "loss")], \
+            nonfinite(session, "nonfinite_loss"), self.log
 
     def read(self, session: Session) -> dict[str, Any]:
-        return {"points": plotdata.whole_run(session.loss), "lr": session.lr.latest,
+        ranks = [(label, plotdata.whole_run(s)) for label, s in rank_series(session, self.rank, "loss")]
+        return {"ranks": ranks, "points": ranks[0][1], "lr": session.lr.latest,
                 "nonfinite": nonfinite(session, "nonfinite_loss")}
 
     def chart(self, data: dict[str, Any], limit: int) -> Chart:
+        if len(data["ranks"]) > 1:
+            return self._overlay(data, limit)
         points = data["points"]
         shown = plotdata.downsample(plotdata.finite(points, positive=self.log), limit)
         smoothed = plotdata.smooth(shown)
@@ -194,21 +219,35 @@ class LossPane(ChartPane):
                    ("NaN/Inf", nonfinite_text(*data["nonfinite"])),
                    ("scale", "log" if self.log else "linear")]
         brief = [("", number(latest)), *extremes(finite), *nonfinite_brief(data["nonfinite"])]
-        return Chart("loss", lines=[("raw", shown), ("smoothed", smoothed)], figures=figures, log=self.log,
-                     brief=brief)
+        return Chart(ranked("loss", data["ranks"]), lines=[("raw", shown), ("smoothed", smoothed)], figures=figures,
+                     log=self.log, brief=brief)
+
+    def _overlay(self, data: dict[str, Any], limit: int) -> Chart:
+        """Every rank's loss, one line each, with each rank's latest value among the figures."""
+        lines = [(label, plotdata.downsample(plotdata.finite(points, positive=self.log), limit))
+                 for label, points in data["ranks"]]
+        figures = [(label, number(points[-1][1] if points else None)) for label, points in data["ranks"]]
+        figures += [("NaN/Inf", nonfinite_text(*data["nonfinite"])), ("scale", "log" if self.log else "linear")]
+        return Chart("loss", lines=lines, figures=figures, log=self.log, brief=figures[:len(lines)])
 
 
 class GradPane(ChartPane):
     """The norm before the script's own clipping (what clip_grad_norm_ returned), with its threshold."""
 
     def key(self, session: Session) -> Any:
-        return last_point(session.grad_norm), nonfinite(session, "nonfinite_grad"), session.clip_at
+        return [last_point(s) for _, s in rank_series(session, self.rank, "grad_norm")], \
+            nonfinite(session, "nonfinite_grad"), session.clip_at
 
     def read(self, session: Session) -> dict[str, Any]:
-        return {"points": plotdata.whole_run(session.grad_norm), "clip_at": session.clip_at,
+        ranks = [(label, plotdata.whole_run(s)) for label, s in rank_series(session, self.rank, "grad_norm")]
+        return {"ranks": ranks, "points": ranks[0][1], "clip_at": session.clip_at,
                 "nonfinite": nonfinite(session, "nonfinite_grad"), "skipped": session.counters.skipped_steps}
 
     def chart(self, data: dict[str, Any], limit: int) -> Chart:
+        if len(data["ranks"]) > 1:
+            lines = [(label, plotdata.downsample(plotdata.finite(points), limit)) for label, points in data["ranks"]]
+            figures = [(label, number(points[-1][1] if points else None)) for label, points in data["ranks"]]
+            return Chart("gradient norm", lines=lines, figures=figures, brief=figures)
         points = data["points"]
         finite = [y for _, y in points if math.isfinite(y)]
         figures = [("norm", number(points[-1][1] if points else None)),
@@ -222,7 +261,7 @@ class GradPane(ChartPane):
         if clip is not None:
             figures.append(("clipped at", number(clip)))
             brief.append(("clip", number(clip)))
-        return Chart("gradient norm", lines=[("norm", shown)], figures=figures, brief=brief,
+        return Chart(ranked("gradient norm", data["ranks"]), lines=[("norm", shown)], figures=figures, brief=brief,
                      threshold=(f"clip {number(clip)}", clip) if clip is not None else None)
 
 

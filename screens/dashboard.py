@@ -17,7 +17,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 
 from tuidebug.launcher import ChildRun
-from tuidebug.screens.charts import ChartPane, GradPane, LossPane, MemoryPane
+from tuidebug.screens.charts import ALL_RANKS, ChartPane, GradPane, LossPane, MemoryPane
 from tuidebug.screens.dialogs import RunToStepScreen
 from tuidebug.screens.feed import Feed
 from tuidebug.screens.footer import KeysFooter
@@ -49,6 +49,8 @@ class DashboardScreen(Screen[None]):
         Binding("c", "next_chart", "Chart", id="dashboard.chart",
                 tooltip="Short terminal: draw the next chart in full (the others as sparklines)"),
         Binding("l", "toggle_log", "Log", id="dashboard.log", tooltip="Loss chart: log or linear scale"),
+        Binding("r", "next_rank", "Rank", id="dashboard.rank",
+                tooltip="torchrun job: the loss and gradient charts of every rank, then of each rank in turn"),
         Binding("t", "layers", "Layers", id="dashboard.layers", tooltip="Per-layer gradient norms"),
         Binding("o", "output", "Output", id="dashboard.output",
                 tooltip="The script's output, full screen: follow, search (/), wrap (w)"),
@@ -160,11 +162,25 @@ class DashboardScreen(Screen[None]):
             return state == "paused"
         if action == "next_chart":
             return self.has_class("short")
+        if action == "next_rank":
+            return len(self.session.ranks) > 1
         if action in ("step", "run_to", "toggle_nan"):
             return state not in SCRIPT_OVER
         if action == "inspect":  # the batches are read on the paused (or post-mortem) process
             return state in ("paused", "ended")
         return True
+
+    def action_next_rank(self) -> None:
+        """Job (rank 0, as the header), every rank overlaid, then each rank alone, and round again."""
+        views: list[int | str | None] = [None, ALL_RANKS, *sorted(self.session.ranks)]
+        panes = [pane for pane in self.query(ChartPane) if not isinstance(pane, MemoryPane)]
+        current = panes[0].rank if panes else None
+        shown = views[(views.index(current) + 1) % len(views)] if current in views else None
+        for pane in panes:
+            pane.rank = shown
+        self._version = -1  # redraw now, even while the run is paused
+        self.notify("charts: " + ("the job (rank 0)" if shown is None else "every rank" if shown == ALL_RANKS
+                                  else f"rank {shown}"), timeout=2)
 
     def action_pause(self) -> None:
         self._command("pause")

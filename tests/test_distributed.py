@@ -119,3 +119,29 @@ def test_a_worker_with_the_wrong_token_is_refused_and_runs_without_the_agent() -
         assert session.hello is None and any("wrong token" in e.message for e in session.events)
     finally:
         screen.close()
+
+
+async def test_r_shows_every_ranks_charts_then_each_rank_alone() -> None:
+    from pilot import shows
+    from tuidebug.app import TuidebugApp
+
+    session = Session(str(DDP), [])
+    run = ChildRun(Target(str(DDP), ["--steps", "400", "--sleep", "0.02"], launch=TWO), session, {},
+                   capture_output=True)
+    run.start()
+    try:
+        wait_for(lambda: len(session.ranks) == 2 and min(v.step for v in session.ranks.values()) >= 5, 90,
+                 "both ranks to step")
+        app = TuidebugApp(run)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await shows(pilot, "r Rank")
+            await pilot.press("r")
+            await shows(pilot, "loss  ⡇ rank 0  • rank 1", "gradient norm  ⡇ rank 0  • rank 1")
+            await pilot.press("r")
+            await shows(pilot, "loss (rank 0)", "gradient norm (rank 0)")
+            await pilot.press("r")
+            await shows(pilot, "loss (rank 1)")
+            await pilot.press("r")
+            await shows(pilot, "loss  ⡇ raw  • smoothed")  # round again: the job's own chart
+    finally:
+        run.close()
