@@ -390,7 +390,7 @@ def test_a_rate_held_at_exactly_zero_is_a_finding_however_late_it_came() -> None
 
 def test_the_scripts_own_safeguards_and_workarounds_are_read_from_its_source(tmp_path) -> None:
     """A clip under a condition and a commented-out one, gradients switched off for the whole script,
-    the loss made to require grad by hand, and a directory listed without sorting it."""
+    the loss made to require grad by hand, a directory listed without sorting it, NaN written on purpose."""
     script = tmp_path / "train.py"
     script.write_text("import os, glob, torch\n"
                       "torch.set_grad_enabled(False)\n"
@@ -407,7 +407,9 @@ def test_the_scripts_own_safeguards_and_workarounds_are_read_from_its_source(tmp
                       "    if args.clip > 0:\n"
                       "        torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)\n"
                       "    # nn.utils.clip_grad_value_(model.parameters(), 1.0)\n"
-                      "    optimizer.step()\n")
+                      "    optimizer.step()\n"
+                      "y = np.array([np.nan if v is None else v for v in raw])\n"
+                      "z = pd.to_numeric(column, errors='coerce') + float('NaN')\n")
     path = str(script)
 
     assert [(call.line, condition and condition.line) for call, condition in source.switched_off_clips(path)] == [
@@ -417,6 +419,7 @@ def test_the_scripts_own_safeguards_and_workarounds_are_read_from_its_source(tmp
     assert source.backward_target("accelerator.backward(loss)") == "loss"
     assert [site.line for site in source.forced_requires_grad(path, "loss")] == [11]
     assert [site.line for site in source.unsorted_listings(path)] == [3]  # sorted() and .sort() are fine
+    assert [site.line for site in source.nan_literals(path)] == [17, 18]
 
 
 def test_numpy_arrays_kept_in_a_dict_of_lists_are_a_holding_fed_at_the_appends(tmp_path) -> None:
@@ -467,4 +470,6 @@ def test_a_schedule_with_gamma_zero_is_named_where_it_is_made(start_run) -> None
     result = check_at(start_run, "steplr_gamma_zero.py", "learning.rate", 80)
 
     assert result.status == "fail" and "StepLR with gamma=0 (steplr_gamma_zero.py:9)" in result.summary
+    # The constructor's own step is not counted; the break comes before step 80's scheduler.step().
+    assert any(line.startswith("StepLR stepped 79 times in 80 steps") for line in result.evidence)
     assert result.fix.startswith("give StepLR a gamma between 0 and 1 at steplr_gamma_zero.py:9")

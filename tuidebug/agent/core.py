@@ -481,13 +481,16 @@ class Agent:
             self.facts.one_hot.setdefault(str(site) if site else "?", set()).add(width)
 
     def on_scheduler_step(self, scheduler: Any) -> None:
-        """``scheduler.step()``: counted, with the line of the script's own call (the first call comes
-        from the scheduler's constructor, so the site is taken from the calls after it)."""
+        """``scheduler.step()``: the script's own calls counted, with the line of the first ones. The call a
+        scheduler's constructor makes (torch's initial step, at ``_step_count`` 0) registers it uncounted:
+        a scheduler the script never steps has 0 calls."""
         calls = self.facts.schedulers.get(id(scheduler))
         if calls is None:
             calls = SchedulerCalls(type(scheduler).__name__, "?", 0, self.step, weakref.ref(scheduler))
             self.facts.schedulers[id(scheduler)] = calls
-        elif calls.calls <= 2:
+        if getattr(scheduler, "_step_count", None) == 0:
+            return
+        if calls.calls <= 1:
             site = user_site()
             calls.site = str(site) if site else "?"
         calls.calls += 1

@@ -22,7 +22,8 @@ from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probes.unsafe_math import FIXES, Culprit, ForwardWatch, display_name
 from tuidebug.probe_api import (FAIL, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext, ProbeOutcome, Trainer,
                                 probe)
-from tuidebug.probes.source import Unsafe, assignments, divisions, evaluate, names_of, same_data, zero_entries
+from tuidebug.probes.source import (Unsafe, assignments, divisions, evaluate, names_of, nan_literals, same_data,
+                                    zero_entries)
 from tuidebug.sites import Site
 
 SCAN_SAMPLES = 5000
@@ -343,10 +344,27 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
         site, message = ctx.run.facts.numeric_warnings[0]
         summary += f"; numpy warned \"{message}\" at {site.short}"
         fix = f"at {site} (where numpy warned \"{message}\"): {_numpy_fix(message)}; then assert np.isfinite(x).all()"
+    elif written := _nan_written(ctx, dataset):
+        evidence += [f"the script writes NaN into values at {site}" for site in written[:3]]
+        summary += f"; the script writes NaN for missing values at {written[0].short}"
+        fix = (f"at {written[0]}: fill the missing values (interpolate, carry the last reading, a column mean) or "
+               "leave out the samples that have them, instead of keeping NaN")
     else:
         fix = ("clean the data at its source: drop or impute those samples, or assert torch.isfinite(x).all() in "
                "the Dataset's __getitem__ so bad rows fail loudly")
     return ProbeOutcome(FAIL, summary, evidence, fix, data=data)
+
+
+def _nan_written(ctx: ProbeContext, dataset: Any) -> list[Site]:
+    """The user's lines that put NaN into values on purpose (``np.nan if v is None``), those in the
+    Dataset's own class first."""
+    written = [site for path in sorted(ctx.run.facts.source_files) for site in nan_literals(path)]
+    try:
+        lines, first = inspect.getsourcelines(type(dataset)) if dataset is not None else ([], 0)
+        path = inspect.getsourcefile(type(dataset)) if dataset is not None else None
+    except (OSError, TypeError):
+        lines, first, path = [], 0, None
+    return sorted(written, key=lambda site: not (site.path == path and first <= site.line < first + len(lines)))
 
 
 def _numpy_fix(message: str) -> str:

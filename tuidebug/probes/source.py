@@ -317,6 +317,26 @@ def shuffles(path: str) -> list[Site]:
     return sorted(set(lines), key=lambda site: site.line)
 
 
+NAN_NAMES = {"nan", "NaN", "NAN"}
+
+
+def nan_literals(path: str) -> list[Site]:
+    """The lines of ``path`` that write NaN into values on purpose: ``np.nan``, ``math.nan``, ``torch.nan``,
+    ``float("nan")``, or ``errors="coerce"`` (pandas turns what it cannot parse into NaN): missing
+    readings kept as NaN."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+    found = [Site(path, node.lineno, "") for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and node.attr in NAN_NAMES and _name_of(node.value) in
+             ("np", "numpy", "math", "torch")
+             or isinstance(node, ast.Call) and _name_of(node.func) == "float" and node.args
+             and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).lower() == "nan"
+             or isinstance(node, ast.keyword) and node.arg == "errors" and isinstance(node.value, ast.Constant)
+             and node.value.value == "coerce"]
+    return sorted(set(found), key=lambda site: site.line)
+
+
 LISTINGS = {"listdir", "scandir", "glob", "iglob", "iterdir", "rglob"}
 
 
