@@ -189,6 +189,13 @@ def rank_series(session: Session, rank: int | str | None, name: str) -> list[tup
     return [("", getattr(session, name))]
 
 
+def every_rank(ranks: list[tuple[str, Points]], limit: int, positive: bool = False
+               ) -> tuple[list[tuple[str, Points]], list[tuple[str, str]]]:
+    """One line per rank, and each rank's latest value as a figure: a chart of every rank overlaid."""
+    lines = [(label, plotdata.downsample(plotdata.finite(points, positive=positive), limit)) for label, points in ranks]
+    return lines, [(label, number(points[-1][1] if points else None)) for label, points in ranks]
+
+
 def ranked(title: str, lines: list[tuple[str, Points]]) -> str:
     """The chart's title, with the rank it shows when it shows one."""
     return f"{title} ({lines[0][0]})" if len(lines) == 1 and lines[0][0] else title
@@ -223,12 +230,9 @@ class LossPane(ChartPane):
                      log=self.log, brief=brief)
 
     def _overlay(self, data: dict[str, Any], limit: int) -> Chart:
-        """Every rank's loss, one line each, with each rank's latest value among the figures."""
-        lines = [(label, plotdata.downsample(plotdata.finite(points, positive=self.log), limit))
-                 for label, points in data["ranks"]]
-        figures = [(label, number(points[-1][1] if points else None)) for label, points in data["ranks"]]
-        figures += [("NaN/Inf", nonfinite_text(*data["nonfinite"])), ("scale", "log" if self.log else "linear")]
-        return Chart("loss", lines=lines, figures=figures, log=self.log, brief=figures[:len(lines)])
+        lines, latest = every_rank(data["ranks"], limit, positive=self.log)
+        figures = [*latest, ("NaN/Inf", nonfinite_text(*data["nonfinite"])), ("scale", "log" if self.log else "linear")]
+        return Chart("loss", lines=lines, figures=figures, log=self.log, brief=latest)
 
 
 class GradPane(ChartPane):
@@ -245,9 +249,8 @@ class GradPane(ChartPane):
 
     def chart(self, data: dict[str, Any], limit: int) -> Chart:
         if len(data["ranks"]) > 1:
-            lines = [(label, plotdata.downsample(plotdata.finite(points), limit)) for label, points in data["ranks"]]
-            figures = [(label, number(points[-1][1] if points else None)) for label, points in data["ranks"]]
-            return Chart("gradient norm", lines=lines, figures=figures, brief=figures)
+            lines, latest = every_rank(data["ranks"], limit)
+            return Chart("gradient norm", lines=lines, figures=latest, brief=latest)
         points = data["points"]
         finite = [y for _, y in points if math.isfinite(y)]
         figures = [("norm", number(points[-1][1] if points else None)),

@@ -28,6 +28,7 @@ GUTTER = 2  # the line's mark (a probe printed it, or it went to stderr) and a s
 PROBE_GUTTER = Segment("┃ ", Style(color="magenta", bold=True))
 # stderr: a different character, not only a different colour, so it stays apart under NO_COLOR.
 STDERR_GUTTER = Segment("╎ ", Style(color="red"))
+BLANK_GUTTER = Segment(" " * GUTTER)
 MATCH = Style(color="black", bgcolor="yellow")
 CURRENT_MATCH = Style(color="black", bgcolor="bright_green", bold=True)
 PROBE_TEXT = Style(dim=True, italic=True)
@@ -120,8 +121,8 @@ class OutputView(FollowsTail, ScrollView, can_focus=True):
         line = self.lines[index]
         text = Text(line.text[start:end], style=PROBE_TEXT if line.probe else "")
         self._highlight(text, self.lines[index].text, start, end, index == self.current)
-        gutter = Segment(" " * GUTTER) if start > 0 else PROBE_GUTTER if line.probe else \
-            STDERR_GUTTER if line.error else Segment(" " * GUTTER)
+        mark = PROBE_GUTTER if line.probe else STDERR_GUTTER if line.error else BLANK_GUTTER
+        gutter = mark if start == 0 else BLANK_GUTTER  # a wrapped line's mark on its first row only
         segments = [gutter, *text.render(self.app.console)]
         strip = Strip(segments).crop(int(self.scroll_x), int(self.scroll_x) + width) if not self.wrap else Strip(segments)
         return strip.extend_cell_length(width).crop(0, width)

@@ -22,8 +22,8 @@ from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probes.unsafe_math import FIXES, Culprit, ForwardWatch, display_name
 from tuidebug.probe_api import (FAIL, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext, ProbeOutcome, Trainer,
                                 probe)
-from tuidebug.probes.source import (Unsafe, assignments, divisions, evaluate, names_of, nan_literals, same_data,
-                                    zero_entries)
+from tuidebug.probes.source import (Unsafe, assignments, divisions, evaluate, in_files, names_of, nan_literals,
+                                    same_data, zero_entries)
 from tuidebug.sites import Site
 
 SCAN_SAMPLES = 5000
@@ -358,7 +358,7 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
 def _nan_written(ctx: ProbeContext, dataset: Any) -> list[Site]:
     """The user's lines that put NaN into values on purpose (``np.nan if v is None``), those in the
     Dataset's own class first."""
-    written = [site for path in sorted(ctx.run.facts.source_files) for site in nan_literals(path)]
+    written = in_files(ctx.run.facts.source_files, nan_literals)
     try:
         lines, first = inspect.getsourcelines(type(dataset)) if dataset is not None else ([], 0)
         path = inspect.getsourcefile(type(dataset)) if dataset is not None else None

@@ -33,8 +33,8 @@ from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, NoPipeline, ProbeContext, ProbeOutcome, probe
 from tuidebug.probes.source import (
     assignment_target, assignments, backward_target, bias_inits, calls_named, enclosing_function, forced_requires_grad,
-    freezes, grad_off_block, grad_switched_off, guarded_steps, indexed_attributes, module_site, rate_assignments,
-    shuffles, unsorted_listings, weight_inits)
+    freezes, grad_off_block, grad_switched_off, guarded_steps, in_files, indexed_attributes, module_site,
+    rate_assignments, shuffles, unsorted_listings, weight_inits)
 from tuidebug.probes.trials import finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site, is_user_file
@@ -195,9 +195,10 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
                "torch.no_grad() between the model and loss.backward()")
     # Grad mode is per thread: a copy replayed on another thread has it on, so the switch is read from the
     # source where the replay saw no cut at all, or a cut by grad mode with no block around it.
-    switch = next((line for path in sorted(facts.source_files) for line in grad_switched_off(path)), None) \
-        if watch.block is None and (watch.cut is None or watch.cut[0].endswith("under torch.no_grad()")) else None
-    if switch is not None:
+    switches = in_files(facts.source_files, grad_switched_off) \
+        if watch.block is None and (watch.cut is None or watch.cut[0].endswith("under torch.no_grad()")) else []
+    if switches:
+        switch = switches[0]
         evidence.append(f"`{switch.text}` at {switch.short} turns gradients off for everything after it")
         summary = f"no gradient reaches the weights: `{switch.text}` at {switch.short} turns gradients off for the run"
         fix = f"remove `{switch.text}` at {switch.short} (put the code that needs it in a `with torch.no_grad():` block)"
@@ -213,7 +214,7 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
 def _forced_loss_grad(facts: Any) -> list[Site]:
     """The user's lines that make the loss they call backward on require grad by hand."""
     name = backward_target((facts.backward_site or "").partition("`")[2].rstrip("`"))
-    return [site for path in sorted(facts.source_files) for site in forced_requires_grad(path, name)] if name else []
+    return in_files(facts.source_files, forced_requires_grad, name) if name else []
 
 
 # --- parameters without gradients ------------------------------------------------------------
@@ -244,7 +245,7 @@ def gradients(ctx: ProbeContext) -> ProbeOutcome:
                         "freeze (a fixed backbone is a common recipe), keeps it from learning: see the rate check")
     elif frozen and frozen_share >= 0.5:
         owners = sorted({n.rsplit(".", 1)[0] for n in frozen})
-        where = [site for path in sorted(facts.source_files) for site in freezes(path)]
+        where = in_files(facts.source_files, freezes)
         evidence += [f"requires_grad is turned off at {site}" for site in where]
         return ProbeOutcome(
             FAIL, f"{frozen_share:.0%} of the weights are frozen (requires_grad=False): {_names(owners, 4)}", evidence,
@@ -366,7 +367,7 @@ def step(ctx: ProbeContext) -> ProbeOutcome:
                    "only changes the rate, the optimizer applies the gradients")
         else:
             fix = f"call optimizer.step() after loss.backward() ({facts.backward_site}) in every iteration"
-        guarded = [pair for path in sorted(facts.source_files) for pair in guarded_steps(path)]
+        guarded = in_files(facts.source_files, guarded_steps)
         if guarded and not scheduled:
             call, condition = guarded[0]
             evidence.append(f"the script calls {call} only under {condition}: that condition never held in "
@@ -623,8 +624,7 @@ def _activation_sites(ctx: ProbeContext, call: Any, names: set[str]) -> list[Sit
     """Where the user's code applies the activation the loss should not get: calls named ``names``
     in the class of the module that made the loss's input (else anywhere in the user's files)."""
     owner = re.search(r"\((\w+)\)\s*$", call.input_module or "")
-    sites = [site for path in sorted(ctx.run.facts.source_files)
-             for site in calls_named(path, names, owner.group(1) if owner else None)]
+    sites = in_files(ctx.run.facts.source_files, calls_named, names, owner.group(1) if owner else None)
     return sites[:MAX_ACTIVATION_SITES]
 
 
@@ -760,7 +760,7 @@ def activations(ctx: ProbeContext) -> ProbeOutcome:
     if created is not None:
         evidence.append(f"{name.split(' ')[0]} is created at {created}")
     summary = f"dead units: {share:.0%} of {name} output zero for every example, so no gradient flows through them"
-    hand_set = [site for path in sorted(ctx.run.facts.source_files) for site in bias_inits(path)]
+    hand_set = in_files(ctx.run.facts.source_files, bias_inits)
     if name == layers.output_relu and not (feeder is not None and hand_set):
         return _output_relu(ctx, summary, evidence, name)  # a bias set by hand is the likelier culprit: below
     if feeder is None:
@@ -811,7 +811,7 @@ def _zero_weight(ctx: ProbeContext, summary: str, evidence: list[str], relu: str
     """The layer that feeds the dead ReLU has an all-zero weight: every unit gets 0 and passes no
     gradient. Proven by the same steps with that layer re-initialised (its own reset_parameters())."""
     owner = next((part for part in reversed(feeder.split(".")) if not part.isdigit()), feeder)
-    where = [site for path in sorted(ctx.run.facts.source_files) for site in weight_inits(path) if owner in site.text]
+    where = [site for site in in_files(ctx.run.facts.source_files, weight_inits) if owner in site.text]
     evidence.append(f"{feeder} feeds it; its weight is all zero" + (f": set at {where[0]}" if where else ""))
 
     def reinitialise(model: torch.nn.Module) -> None:
@@ -944,7 +944,7 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
     unequal = _unequal_containers(dataset)
     if not (memorises or unequal) or generalises or beats_shuffled:
         return None
-    where = _near_the_loop(ctx, [site for file in sorted(ctx.run.facts.source_files) for site in shuffles(file)])
+    where = _near_the_loop(ctx, in_files(ctx.run.facts.source_files, shuffles))
     evidence += [f"one sequence is shuffled on its own at {site}" for site in where]
     idle = [seen for seen in ctx.run.facts.loaders.values() if seen.shuffled and not seen.trained and seen.iterated]
     evidence += [f"a DataLoader with shuffle=True (made at {seen.created or '?'}) is iterated at {seen.iterated} but "
@@ -954,8 +954,7 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
         evidence.append("__getitem__ reads containers of different lengths with the same index: " + "; ".join(
             f"`self.{name}` ({length} entries) at {site}" for name, length, site in unequal))
         where = [site for _, _, site in unequal]
-    listed = [] if unequal or where else \
-        [site for file in sorted(ctx.run.facts.source_files) for site in unsorted_listings(file)]
+    listed = [] if unequal or where else in_files(ctx.run.facts.source_files, unsorted_listings)
     evidence += [f"file names are listed in the file system's order at {site}: labels kept in another order do "
                  "not follow them" for site in listed]
     if unequal:

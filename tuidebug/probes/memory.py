@@ -445,8 +445,9 @@ def _spread_outcome(ctx: ProbeContext, spread: holders.Spread, evidence: list[st
     fed = spread.line
     evidence.append(spread.text() + (f"; given at {fed}" if fed else ""))
     emptied = source.emptying_methods(spread.cls, spread.attr)
-    calls = [(method, site) for method, _ in emptied for path in sorted(ctx.run.facts.source_files)
-             for site in source.calls_named(path, {method}) if source.enclosing_function(site.path, site.line) != method]
+    calls = [(method, site) for method, _ in emptied for site in source.in_files(ctx.run.facts.source_files,
+                                                                                  source.calls_named, {method})
+             if source.enclosing_function(site.path, site.line) != method]
     evidence += [f"{spread.cls.__name__}.{method}() empties it ({site.short})" for method, site in emptied]
     evidence += [f"{method}() is called at {site}" for method, site in calls[:3]]
     where = f" (given at {fed.split(' ', 1)[0]})" if fed else ""
@@ -511,7 +512,7 @@ def _kept_state(ctx: ProbeContext, kept: list[holders.Holding], evidence: list[s
     metric = holder.owner in _metric_classes(ctx)
     if metric:
         attr = owner.rsplit(".", 1)[-1]
-        computes = [site for path in sorted(ctx.run.facts.source_files) for site in source.calls_of(path, attr, "compute")]
+        computes = source.in_files(ctx.run.facts.source_files, source.calls_of, attr, "compute")
         where = f" after `{computes[0].text}` ({computes[0].short})" if computes else " after its compute()"
         evidence += [f"{owner}.compute() is called at {site} and {owner}.reset() never is" for site in computes[:2]]
         return ProbeOutcome(

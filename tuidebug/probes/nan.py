@@ -29,7 +29,7 @@ from tuidebug.batches import tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, probe)
 from tuidebug.probes.inputs import data_tensors
-from tuidebug.probes.source import switched_off_clips
+from tuidebug.probes.source import in_files, switched_off_clips
 from tuidebug.probes.trials import Start, Trial, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
@@ -337,7 +337,7 @@ def _clip_never_ran(ctx: ProbeContext) -> tuple[Site, Site | None] | None:
     held, or commented out."""
     if any(step.clip_at is not None for step in ctx.history):
         return None
-    clips = [pair for path in sorted(ctx.run.facts.source_files) for pair in switched_off_clips(path)]
+    clips = in_files(ctx.run.facts.source_files, switched_off_clips)
     return clips[0] if clips else None
 
 

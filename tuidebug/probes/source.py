@@ -16,9 +16,9 @@ import linecache
 import math
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import FrameType, ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -29,6 +29,9 @@ SAFE_METHODS = {"std", "var", "mean", "sum", "min", "max", "abs", "sqrt", "float
 SAFE_FUNCTIONS = SAFE_METHODS | {"std", "var", "mean", "nanstd", "nanmean", "ptp"}
 BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
           ast.Pow: operator.pow}
+
+
+T = TypeVar("T")
 
 
 class Unsafe(Exception):
@@ -72,6 +75,11 @@ def holds(held: Any, value: Any) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
+def in_files(paths: Iterable[str], read: Callable[..., list[T]], *args: Any) -> list[T]:
+    """What ``read(path, *args)`` finds in each of the user's files ``paths``, the files in name order."""
+    return [found for path in sorted(paths) for found in read(path, *args)]
+
+
 def _tree(path: str) -> ast.AST | None:
     text = "".join(linecache.getlines(path))
     try:
@@ -518,9 +526,10 @@ def _calls_under_if(path: str, matches: Callable[[ast.Call], bool]) -> dict[Site
         if not isinstance(node, ast.If):
             continue
         for sub in (n for statement in node.body for n in ast.walk(statement)):
-            call = Site(path, getattr(sub, "lineno", 0), "")
-            if isinstance(sub, ast.Call) and matches(sub) and \
-                    (call not in innermost or node.lineno > innermost[call].line):
+            if not (isinstance(sub, ast.Call) and matches(sub)):
+                continue
+            call = Site(path, sub.lineno, "")
+            if call not in innermost or node.lineno > innermost[call].line:  # nested ifs: the nearest one
                 innermost[call] = Site(path, node.lineno, "")
     return innermost
 
