@@ -74,12 +74,12 @@ def holds(held: Any, value: Any) -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=64)
 def in_files(paths: Iterable[str], read: Callable[..., list[T]], *args: Any) -> list[T]:
     """What ``read(path, *args)`` finds in each of the user's files ``paths``, the files in name order."""
     return [found for path in sorted(paths) for found in read(path, *args)]
 
 
+@functools.lru_cache(maxsize=64)
 def _tree(path: str) -> ast.AST | None:
     text = "".join(linecache.getlines(path))
     try:
