@@ -91,9 +91,21 @@ def progress_facts(session: Session) -> tuple[list[str], list[str]]:
         needed.append(f"epoch {session.epoch}")
     needed.append(f"{rate:.1f} steps/s" if rate is not None else "- steps/s")
     needed.append(f"lr {number(session.lr.latest)}")
-    optional = [f"elapsed {seconds_text(session.elapsed)}"]
+    optional = []
+    left = session.time_left_text()
+    if left is not None:
+        optional.append(left)
+    optional.append(f"elapsed {seconds_text(session.elapsed)}")
+    last = session.last_step
+    if last is not None and last.epoch_batches is not None and last.epoch_batch is not None:
+        optional.append(f"batch {last.epoch_batch}/{last.epoch_batches}")
     if samples is not None:
         optional.append(f"{samples:.0f} samples/s")
+    if rate is not None:
+        optional.append(f"{seconds_text(1 / rate) if rate < 1 else f'{1000 / rate:.0f} ms'}/step")
+    busy = session.busy_text()
+    if busy is not None:
+        optional.append(busy)
     return needed, optional
 
 

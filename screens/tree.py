@@ -173,8 +173,9 @@ class TreeScreen(Screen[None]):
             for pane in self.query(ChartPane):
                 pane.refresh_from(self.session)
         session = self.session
+        where = "" if f"step {session.step}" in session.reason else f"step {session.step}  "
         self.query_one("#tree-state", Static).update(Text(
-            f"{session.state.upper()}  step {session.step}  {session.reason}   branch: {self.walk.branch}"))
+            f"{session.state.upper()}  branch: {self.walk.branch}  {where}{session.reason}"))
         self._refresh_keys()
 
     def _refresh_keys(self) -> None:

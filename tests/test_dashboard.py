@@ -255,7 +255,28 @@ def test_the_header_fits_80_columns_without_cutting_a_fact():
         assert fact in lines[1]
     assert lines[2] == "non-finite gradient before the optimizer step"
     wide = header_text(session, script, True, width=160).plain.splitlines()
-    assert len(wide) == 2 and wide[1].endswith("6400 samples/s  non-finite gradient before the optimizer step")
+    assert len(wide) == 2 and wide[1].endswith("6400 samples/s  10 ms/step  non-finite gradient before the optimizer step")
+
+
+def test_the_header_gives_time_left_the_pass_and_how_busy_the_device_is():
+    """At 20 steps/s: 37 of 100 batches, two batches a step (accumulation), so the pass ends in 63 / 40 s;
+    with the run's length stated (600 steps), the ETA is to the run's end instead."""
+    session = Session("train.py", [])
+    session.ingest(State(state="running", step=0))
+    for step in range(1, 30):
+        session.ingest(Step(step=step, time=step, loss=0.5, lrs=[0.1], step_seconds=0.05, backward_calls=2,
+                            epoch=1, epoch_batch=37, epoch_batches=100))
+    session.ingest(Memory(time=1.0, rss=1, cpu_percent=180.4))
+    line = header_text(session, "train.py", True, width=200).plain.splitlines()[1]
+    for fact in ("epoch ends in 1.6s", "batch 37/100", "50 ms/step", "CPU 180%"):
+        assert fact in line
+    session.ingest(Step(step=30, time=30, loss=0.5, step_seconds=0.05, planned_steps=630, epoch_batch=38,
+                        epoch_batches=100))
+    session.ingest(Memory(time=2.0, rss=1, gpu_percent=87, cpu_percent=100.0))
+    line = header_text(session, "train.py", True, width=200).plain.splitlines()[1]
+    assert "ETA 30.0s" in line and "GPU 87%" in line and "CPU" not in line
+    session.ingest(State(state="paused", step=30, reason="paused"))
+    assert "ETA" not in header_text(session, "train.py", True, width=200).plain  # no time passes while paused
 
 
 def test_script_output_cannot_drive_the_terminal():

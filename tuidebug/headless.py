@@ -64,6 +64,8 @@ def step_line(session: Session, step: Step, with_run_figures: bool = True) -> st
     parts = [f"step {step.step}"]
     if step.epoch is not None:
         parts.append(f"epoch {step.epoch}")
+    if step.epoch_batch is not None and step.epoch_batches is not None:
+        parts.append(f"batch {step.epoch_batch}/{step.epoch_batches}")
     parts.append(f"loss {number(step.loss)}")
     parts.append(f"grad {number(shown_grad_norm(step))}")
     if step.clip_at is not None:
@@ -77,6 +79,7 @@ def step_line(session: Session, step: Step, with_run_figures: bool = True) -> st
         parts.append(f"{rate:,.0f} samples/s")
     if with_run_figures:
         parts.append(memory_text(session))
+        parts.extend(fact for fact in (session.time_left_text(), session.busy_text()) if fact is not None)
     if step.skipped:
         parts.append("(AMP skipped)")
     return "  ".join(parts)

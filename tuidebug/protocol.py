@@ -100,6 +100,11 @@ class Step(Message):
     skipped: bool = False
     layer_norms: dict[str, float] | None = None
     dropped: int = 0
+    # Where the run is: the batch of the DataLoader's pass and the pass's length, and the run's length
+    # in steps where the script states it (Lightning's max_epochs/max_steps, OneCycleLR's total_steps).
+    epoch_batch: int | None = None
+    epoch_batches: int | None = None
+    planned_steps: int | None = None
 
 
 @dataclass
@@ -114,6 +119,10 @@ class Memory(Message):
     cuda_peak: int | None = None
     nvml_used: int | None = None
     nvml_total: int | None = None
+    # How busy the device is, in percent: the GPU's utilisation from NVML on a GPU, the process's CPU
+    # use on a CPU (100 a core, so up to 100 x cores).
+    gpu_percent: int | None = None
+    cpu_percent: float | None = None
 
 
 @dataclass

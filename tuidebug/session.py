@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from tuidebug.format import seconds_text
 from tuidebug.tree import Walk
 from tuidebug.protocol import (
     BatchReport, Device, Event, Hello, Memory, Message, ProbeProgress, ProbeResult, State, Step,
@@ -284,6 +285,35 @@ class Session:
         if rate is None or last is None or last.batch_size is None:
             return None
         return rate * last.batch_size
+
+    def time_left(self) -> tuple[str, float] | None:
+        """What ends next and in how many seconds at the recent rate: the run, where the script states its
+        length, else the DataLoader's pass (batches, not steps: an accumulating loop takes several a step)."""
+        rate, last = self.steps_per_second(), self.last_step
+        if rate is None or last is None or self.state != "running":
+            return None
+        if last.planned_steps is not None and last.planned_steps > last.step:
+            return "run", (last.planned_steps - last.step) / rate
+        if last.epoch_batches is not None and last.epoch_batch is not None and last.epoch_batches >= last.epoch_batch:
+            batches_per_second = rate * max(last.backward_calls, 1)
+            return "epoch", (last.epoch_batches - last.epoch_batch) / batches_per_second
+        return None
+
+    def time_left_text(self) -> str | None:
+        left = self.time_left()
+        if left is None:
+            return None
+        return f"{'ETA' if left[0] == 'run' else 'epoch ends in'} {seconds_text(left[1])}"
+
+    def busy_text(self) -> str | None:
+        """How busy the device is, labelled with what was measured: the GPU's utilisation (NVML), else the
+        training process's CPU use."""
+        memory = self.memory
+        if memory is None:
+            return None
+        if memory.gpu_percent is not None:
+            return f"GPU {memory.gpu_percent}%"
+        return f"CPU {memory.cpu_percent:.0f}%" if memory.cpu_percent is not None else None
 
     @property
     def ended(self) -> bool:

@@ -160,6 +160,9 @@ class PendingStep:
     backward_calls: int = 0
     clipped: list[torch.Tensor] = field(default_factory=list)  # what clip_grad_norm_ returned this step
     clip_at: float | None = None
+    epoch_batch: int | None = None
+    epoch_batches: int | None = None
+    planned_steps: int | None = None
     ready: Any = None  # a CUDA event when any tensor lives on a GPU
 
 
@@ -206,6 +209,8 @@ class Agent:
         self._last_step_end: float | None = None  # the first step has no duration of its own
         self._batch_size: int | None = None
         self._epoch: int | None = None
+        self._position: tuple[int | None, int | None] = (None, None)  # batch of the pass, batches in the pass
+        self._planned: int | None = None  # the run's length in steps, where the script states it
         self._param_names: dict[int, str] = {}
         self._scaled: tuple[weakref.ref, torch.Tensor] | None = None
         self._skips_reported = 0
@@ -527,14 +532,17 @@ class Agent:
         """An LR scheduler or grad scaler: probes save and restore its state."""
         if all(ref() is not obj for ref in self.observed.stateful):
             self.observed.stateful.append(weakref.ref(obj))
+            self._planned = self.planned_steps()
 
     def on_batch(self, fetch: Callable[[], Any], epoch: int | None, source: int,
-                 indices: Callable[[], list[int] | None] = lambda: None) -> Any:
+                 indices: Callable[[], list[int] | None] = lambda: None,
+                 yielded: Callable[[], int | None] = lambda: None) -> Any:
         """The batch the loop gets next: normally ``fetch()``'s, the DataLoader's own; ``indices()`` says
-        which dataset samples it holds, once fetched."""
+        which dataset samples it holds, once fetched, and ``yielded()`` how many batches its pass gave."""
         if self.probes.wants_replay(source):
             return self.probes.next_input(lambda: self._capture(fetch(), epoch, source, indices))
         batch = self._capture(fetch(), epoch, source, indices)
+        self._position = (yielded(), self._pass_length(source))
         self.control.safe_point("batch")
         if self.config.replay and self.model is not None and self.optimizers:
             bundle, self.config.replay = self.config.replay, None
@@ -558,6 +566,31 @@ class Agent:
         self.history.append(step)
         return step
 
+    def _pass_length(self, source: int) -> int | None:
+        ref = self.loaders.get(source)
+        try:
+            return len(ref()) if ref is not None and ref() is not None else None
+        except TypeError:  # an iterable dataset has no length
+            return None
+
+    def planned_steps(self) -> int | None:
+        """The run's length in optimizer steps where the script states it: Lightning's estimate from
+        max_epochs/max_steps, else a schedule built for a number of steps (OneCycleLR's total_steps)."""
+        lightning = self.lightning_module()
+        trainer = getattr(lightning, "_trainer", None) if lightning is not None else None
+        if trainer is not None:
+            try:
+                total = trainer.estimated_stepping_batches
+            except Exception:  # no loaders set up yet, or an estimate Lightning cannot make
+                total = None
+            if isinstance(total, (int, float)) and math.isfinite(total) and total > 0:
+                return int(total)
+        for ref in self.observed.stateful:
+            total = getattr(ref(), "total_steps", None)
+            if isinstance(total, int) and total > 0:
+                return total
+        return None
+
     def on_loader_created(self, loader: Any) -> None:
         site = user_site()
         self.facts.loaders[id(loader)] = LoaderSeen(str(site) if site else None, None, _shuffles(loader))
@@ -569,6 +602,7 @@ class Agent:
             site = user_site()
             seen.iterated = str(site) if site else "?"
         seen.passes, seen.pass_started = seen.passes + 1, self.step
+        self._planned = self.planned_steps()
         if seen.trained and seen.passes == 2:
             self.event("settled", "epoch_end: the first pass over the training data ended")
         if self.observed.models:
@@ -874,6 +908,7 @@ class Agent:
             batch_size=self._batch_size, epoch=self._epoch,
             cuda_allocated=torch.cuda.memory_allocated() if torch.cuda.is_initialized() else None,
             skipped=skipped, backward_calls=self._backward_calls, clipped=self._clipped, clip_at=self._clip_at,
+            epoch_batch=self._position[0], epoch_batches=self._position[1], planned_steps=self._planned,
         )
         self._clipped, self._clip_at = [], None
         self.facts.observe_lr(self.step, record.lrs[0] if record.lrs else None)
@@ -974,6 +1009,7 @@ def to_step(record: PendingStep) -> Step:
         step_seconds=record.step_seconds, batch_size=record.batch_size, epoch=record.epoch,
         cuda_allocated=record.cuda_allocated, skipped=record.skipped, clip_at=record.clip_at,
         norm_before_clip=total_of([float(t) for t in record.clipped]) if record.clipped else None,
+        epoch_batch=record.epoch_batch, epoch_batches=record.epoch_batches, planned_steps=record.planned_steps,
     )
     if record.layer_norms is not None:
         step.layer_norms = dict(zip(record.layer_names, (float(t) for t in record.layer_norms)))

@@ -132,7 +132,7 @@ def _install_dataloader_hooks(agent: Agent) -> Callable[[], None]:
                 return original(self)
             source = getattr(self, "_tuidebug_loader", id(self))
             return agent.on_batch(lambda: original(self), getattr(self, "_tuidebug_epoch", None), source,
-                                  lambda: _indices(self))
+                                  lambda: _indices(self), lambda: getattr(self, "_num_yielded", None))
         return next_batch
 
     def wrap_next_index(original: Callable) -> Callable:

@@ -30,6 +30,7 @@ class MemoryReader:
         self._nvml_handle = None
         self._nvml_failed = False
         self._device_sent: str | None = None
+        self._process.cpu_percent()  # the first reading only starts psutil's interval
 
     def read(self) -> list:
         """The current Memory reading, preceded by a Device message when the device changed."""
@@ -39,7 +40,7 @@ class MemoryReader:
         if device.kind != self._device_sent:
             self._device_sent = device.kind
             messages.append(device)
-        reading = Memory(time=time.time(), rss=self._process.memory_info().rss)
+        reading = Memory(time=time.time(), rss=self._process.memory_info().rss, cpu_percent=self._process.cpu_percent())
         if cuda:
             index = torch.cuda.current_device()
             reading.cuda_allocated = torch.cuda.memory_allocated(index)
@@ -50,6 +51,7 @@ class MemoryReader:
                 info = _nvml_memory(handle)
                 if info is not None:
                     reading.nvml_used, reading.nvml_total = info
+                reading.gpu_percent = _nvml_utilisation(handle)
         messages.append(reading)
         return messages
 
@@ -85,5 +87,15 @@ def _nvml_memory(handle) -> tuple[int, int] | None:
 
         info = pynvml.nvmlDeviceGetMemoryInfo(handle)
         return int(info.used), int(info.total)
+    except Exception:
+        return None
+
+
+def _nvml_utilisation(handle) -> int | None:
+    """The share of the last sample period in which a kernel ran on the GPU, in percent."""
+    try:
+        import pynvml
+
+        return int(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
     except Exception:
         return None
