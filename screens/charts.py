@@ -183,9 +183,9 @@ def rank_series(session: Session, rank: int | str | None, name: str) -> list[tup
     """The series ``name`` (``loss``, ``grad_norm``) a chart shows: the session's, one rank's, or every
     rank's (at most as many as there are markers)."""
     if rank == ALL_RANKS:
-        return [(f"rank {r}", getattr(view, name)) for r, view in sorted(session.ranks.items())][:len(MARKERS)]
+        return [(session.rank_label(r), getattr(view, name)) for r, view in sorted(session.ranks.items())][:len(MARKERS)]
     if isinstance(rank, int) and rank in session.ranks:
-        return [(f"rank {rank}", getattr(session.ranks[rank], name))]
+        return [(session.rank_label(rank), getattr(session.ranks[rank], name))]
     return [("", getattr(session, name))]
 
 

@@ -39,6 +39,16 @@ def test_both_ranks_report_their_figures(record_property) -> None:
     for rank in (0, 1):
         assert re.search(rf"\[tuidebug\] rank {rank}  step 20  .*loss \S+  grad \S+", result.stderr), result.stderr
         assert f"rank {rank} step 20 loss" in result.stdout
+    assert "straggler" not in result.stderr  # equal shards on equal workers: no rank stands out
+
+
+def test_a_rank_that_loads_its_batches_late_is_named_the_straggler() -> None:
+    """DDP makes every rank's step as long as the slowest's: the time compared is the data and forward."""
+    result = headless("--steps", "40", "--slow-rank", "1")
+
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert re.search(r"rank 1 is the straggler: loading its batch and the forward take 3\d\.\d ms a step",
+                     result.stderr), result.stderr[-3000:]
 
 
 def test_pause_is_collective_and_resume_lets_every_rank_go_on() -> None:
@@ -145,3 +155,21 @@ async def test_r_shows_every_ranks_charts_then_each_rank_alone() -> None:
             await shows(pilot, "loss  ⡇ raw  • smoothed")  # round again: the job's own chart
     finally:
         run.close()
+
+
+def test_the_rank_whose_memory_grows_is_flagged_and_labelled() -> None:
+    """Both ranks start at 1 GiB once training began; rank 1 then keeps 64 MiB a reading, rank 0 stays."""
+    session = Session("train.py", [])
+    mib = 1024**2
+    for rank in (0, 1):
+        session.ingest_from(rank, protocol.Hello(version=1, token="", pid=100 + rank, argv=[], python="3",
+                                                 torch_version="2", rank=rank, world_size=2))
+    for reading in range(8):
+        for rank in (0, 1):
+            session.ingest_from(rank, protocol.Step(step=reading + 1, time=reading, loss=1.0))
+            grown = 64 * mib * reading if rank == 1 else 0
+            session.ingest_from(rank, protocol.Memory(time=reading, rss=1024 * mib + grown))
+    assert session.rank_flags == {"memory": 1}
+    assert any(event.kind == "rank_memory" and "rank 1's memory grew by 256.0 MiB" in event.message
+               for event in session.events)
+    assert session.rank_label(1) == "rank 1 (memory)" and session.rank_label(0) == "rank 0"

@@ -105,6 +105,9 @@ class Step(Message):
     epoch_batch: int | None = None
     epoch_batches: int | None = None
     planned_steps: int | None = None
+    # From the previous step's end to this step's first backward: loading the batch and the forward,
+    # the part of a step that DDP's gradient all-reduce does not equalise across ranks.
+    compute_seconds: float | None = None
 
 
 @dataclass

@@ -17,7 +17,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from tuidebug.format import seconds_text
+from tuidebug import ranks
+from tuidebug.format import bytes_text, seconds_text
 from tuidebug.tree import Walk
 from tuidebug.protocol import (
     BatchReport, Device, Event, Hello, Memory, Message, ProbeProgress, ProbeResult, State, Step,
@@ -105,7 +106,10 @@ class RankView:
     loss: Series = field(default_factory=Series)
     grad_norm: Series = field(default_factory=Series)
     step_seconds: Series = field(default_factory=Series)
+    compute_seconds: Series = field(default_factory=Series)  # data + forward, before DDP's all-reduce
     rss: int | None = None
+    memory_at_start: int | None = None  # the first reading once training began (CUDA allocated, else RSS)
+    memory_now: int | None = None
     connected: bool = True
     ended: bool = False  # its script reported its end
 
@@ -115,10 +119,14 @@ class RankView:
             self.loss.add(message.step, message.loss)
             self.grad_norm.add(message.step, shown_grad_norm(message))
             self.step_seconds.add(message.step, message.step_seconds)
+            self.compute_seconds.add(message.step, message.compute_seconds)
         elif isinstance(message, State):
             self.state = message.state
         elif isinstance(message, Memory):
             self.rss = message.rss
+            self.memory_now = message.cuda_allocated if message.cuda_allocated is not None else message.rss
+            if self.memory_at_start is None and self.step > 0:
+                self.memory_at_start = self.memory_now
         elif isinstance(message, Event) and message.kind == "script_end":
             self.ended = True
 
@@ -140,6 +148,7 @@ class Session:
         self.pid: int | None = None
         self.world_size = 1
         self.ranks: dict[int, RankView] = {}
+        self.rank_flags: dict[str, int] = {}  # "straggler" / "memory" -> the torchrun rank that stands out
         self._rank_from_loss = False  # the first non-finite rank was named by its loss, not a gradient
         self.connected = False
         self.device: Device | None = None
@@ -198,6 +207,8 @@ class Session:
                 self.world_size = max(self.world_size, message.world_size)
             if rank in self.ranks:
                 self.ranks[rank].observe(message)
+                if isinstance(message, (Step, Memory)):
+                    self._compare_ranks()
         if rank == 0:
             self.ingest(message)
         elif isinstance(message, Step):
@@ -216,6 +227,36 @@ class Session:
         self._notify("rank_step", (rank, step))
         for event in derived:
             self._notify(event.TYPE, event)
+
+    def _compare_ranks(self) -> None:
+        """Flag, once each, the straggler and the rank whose memory grows (see ranks.py)."""
+        views = self.ranks.values()
+        if "straggler" not in self.rank_flags:
+            slow = ranks.straggler({v.rank: [y for _, y in v.compute_seconds.recent] for v in views})
+            if slow is not None:
+                self._flag_rank(slow.rank, "straggler", f"rank {slow.rank} is the straggler: loading its batch and "
+                                f"the forward take {slow.seconds * 1000:.1f} ms a step against "
+                                f"{slow.others * 1000:.1f} ms on the other ranks, which wait for it in every all-reduce")
+        if "memory" not in self.rank_flags:
+            grown = ranks.memory_outlier({v.rank: v.memory_now - v.memory_at_start for v in views
+                                          if v.memory_at_start is not None and v.memory_now is not None})
+            if grown is not None:
+                rank, mine, others = grown
+                self._flag_rank(rank, "memory", f"rank {rank}'s memory grew by {bytes_text(mine)} since training "
+                                f"began, the other ranks' by {bytes_text(max(others, 0))} at most")
+
+    def rank_label(self, rank: int) -> str:
+        """``rank 1``, with what stands out about it: ``rank 1 (straggler, first NaN)``."""
+        flags = [flag for flag, flagged in self.rank_flags.items() if flagged == rank]
+        if self.counters.first_nonfinite_rank == rank:
+            flags.append("first NaN")
+        return f"rank {rank} ({', '.join(flags)})" if flags else f"rank {rank}"
+
+    def _flag_rank(self, rank: int, flag: str, message: str) -> None:
+        self.rank_flags[flag] = rank
+        event = Event(kind=f"rank_{flag}", message=message, time=time.time(), step=self.ranks[rank].step)
+        self.events.append(event)
+        self._derived.append(event)
 
     def any_rank_held(self) -> bool:
         """In a multi-process job, a rank that holds (paused at a break, in post-mortem) stops every

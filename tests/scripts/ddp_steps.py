@@ -1,5 +1,6 @@
 """A DistributedDataParallel job on CPU (gloo), for the multi-process tests: ``--nan-rank R --nan-at K``
-makes rank R's loss non-finite at step K; ``--kill-rank R --kill-at K`` kills rank R there."""
+makes rank R's loss non-finite at step K; ``--kill-rank R --kill-at K`` kills rank R there; ``--slow-rank R`` makes rank R load each batch 30 ms
+late (a straggler)."""
 
 import argparse
 import os
@@ -20,6 +21,7 @@ parser.add_argument("--nan-rank", type=int)
 parser.add_argument("--nan-at", type=int, default=10)
 parser.add_argument("--kill-rank", type=int)
 parser.add_argument("--kill-at", type=int, default=10)
+parser.add_argument("--slow-rank", type=int)
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -36,6 +38,8 @@ for xb, yb in loader:
     step += 1
     if rank == args.kill_rank and step == args.kill_at:
         os.kill(os.getpid(), signal.SIGKILL)
+    if rank == args.slow_rank:
+        time.sleep(0.03)
     optimizer.zero_grad()
     loss = nn.functional.mse_loss(model(xb), yb)
     if rank == args.nan_rank and step >= args.nan_at:

@@ -163,6 +163,7 @@ class PendingStep:
     epoch_batch: int | None = None
     epoch_batches: int | None = None
     planned_steps: int | None = None
+    compute_seconds: float | None = None
     ready: Any = None  # a CUDA event when any tensor lives on a GPU
 
 
@@ -211,6 +212,7 @@ class Agent:
         self._epoch: int | None = None
         self._position: tuple[int | None, int | None] = (None, None)  # batch of the pass, batches in the pass
         self._planned: int | None = None  # the run's length in steps, where the script states it
+        self._compute_seconds: float | None = None  # from the last step's end to this step's first backward
         self._param_names: dict[int, str] = {}
         self._scaled: tuple[weakref.ref, torch.Tensor] | None = None
         self._skips_reported = 0
@@ -660,6 +662,8 @@ class Agent:
             self.facts.backward_without_graph = str(site) if site else "?"
         if self._backward_since_step == 0:
             self._check_stale_grads()
+            if self._last_step_end is not None:
+                self._compute_seconds = time.perf_counter() - self.control.held_seconds - self._last_step_end
         if self._primary is None and not self.manual_updates:
             self._watch_manual_updates(tensor)
         self._backward_since_step += 1
@@ -909,8 +913,9 @@ class Agent:
             cuda_allocated=torch.cuda.memory_allocated() if torch.cuda.is_initialized() else None,
             skipped=skipped, backward_calls=self._backward_calls, clipped=self._clipped, clip_at=self._clip_at,
             epoch_batch=self._position[0], epoch_batches=self._position[1], planned_steps=self._planned,
+            compute_seconds=self._compute_seconds,
         )
-        self._clipped, self._clip_at = [], None
+        self._clipped, self._clip_at, self._compute_seconds = [], None, None
         self.facts.observe_lr(self.step, record.lrs[0] if record.lrs else None)
         if self._layer is not None:
             record.layer_names, record.layer_norms = self._layer
@@ -1010,6 +1015,7 @@ def to_step(record: PendingStep) -> Step:
         cuda_allocated=record.cuda_allocated, skipped=record.skipped, clip_at=record.clip_at,
         norm_before_clip=total_of([float(t) for t in record.clipped]) if record.clipped else None,
         epoch_batch=record.epoch_batch, epoch_batches=record.epoch_batches, planned_steps=record.planned_steps,
+        compute_seconds=record.compute_seconds,
     )
     if record.layer_norms is not None:
         step.layer_norms = dict(zip(record.layer_names, (float(t) for t in record.layer_norms)))
