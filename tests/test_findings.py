@@ -18,7 +18,7 @@ from conftest import SCRIPTS, wait_for
 from tuidebug.agent.facts import Facts
 from tuidebug.probes import holders, source
 from tuidebug.probes.learning import rate_not_factor
-from tuidebug.probes.memory import _kept_more_than, _square_length
+from tuidebug.probes.memory import _all_pairs, _kept_more_than, _square_length
 from tuidebug.probes.source import grad_off_block, guarded_steps, indexed_attributes, module_site
 from tuidebug.probes.unsafe_math import ForwardWatch, SafeOp
 
@@ -137,6 +137,31 @@ def test_an_n_by_n_allocation_per_example_names_its_length() -> None:
     operands = ["proj_query: (8, 9216, 2) float32", "proj_key: (8, 2, 9216) float32"]
     assert _square_length(9216 * 9216 * 4, operands) == 9216
     assert _square_length(32 * 64 * 64 * 4, ["x: (64, 3, 64, 64) float32"]) is None  # a feature map, not n x n
+
+
+def test_an_allocation_over_every_pair_of_an_n_by_n_input_is_told_from_a_large_batch() -> None:
+    """pyGAT's all-pairs attention: a 1500-node graph's (1500, 1500) adjacency beside a failed 1500*1500*8 floats."""
+    from tuidebug.agent.crash import Crash
+
+    graph = Crash("oom", "oom", "", module_inputs=["(1500, 500) float32", "(1500, 1500) float32"])
+    assert _all_pairs(1500 * 1500 * 8 * 4, graph) == (1500, 8)
+    images = Crash("oom", "oom", "", module_inputs=["(256, 3, 224, 224) float32"])  # a large batch: no n x n input
+    assert _all_pairs(256 * 256 * 4 * 4, images) is None
+
+
+def test_a_batchnorm_given_the_last_batch_of_one_sample_is_a_crash_with_drop_last_as_its_fix() -> None:
+    from tuidebug.agent.crash import FailedModule, LoaderShape, analyse
+
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1), nn.BatchNorm2d(8)).train()
+    x = torch.randn(1, 3, 8, 8)
+    with pytest.raises(ValueError) as raised:
+        model(x)
+    failed = FailedModule(model[2], "2", [model[1](model[0](x))], 1)
+    crash = analyse(raised.value, failed, None, 1, {}, loader=LoaderShape(161, 4, False, "train.py:46 in main"))
+    assert crash.kind == "other" and crash.cause == "exception"
+    assert "2 (BatchNorm2d) got a batch of 1 in training mode" in crash.findings[0]
+    assert "splits 161 samples into batches of 4: the last batch of every epoch holds 161 - 40 x 4 = 1" in crash.findings[1]
+    assert crash.fix.startswith("pass drop_last=True to the training DataLoader (made at train.py:46)")
 
 
 def test_a_metrics_states_are_weighed_together_against_the_failed_allocation() -> None:

@@ -25,7 +25,7 @@ import torch
 
 from tuidebug.agent.bundle import bundle_snapshot, load_bundle
 from tuidebug.agent.client import AgentClient
-from tuidebug.agent.crash import FailedLoss, FailedModule
+from tuidebug.agent.crash import FailedLoss, FailedModule, LoaderShape
 from tuidebug.agent.control import Control
 from tuidebug.agent.facts import Facts, LoaderSeen, SchedulerCalls, sampled
 from tuidebug.agent.gradients import parameters_with_grad, per_parameter_norms, total_norm_now, total_of
@@ -574,6 +574,22 @@ class Agent:
             return len(ref()) if ref is not None and ref() is not None else None
         except TypeError:  # an iterable dataset has no length
             return None
+
+    def feeding_loader(self) -> LoaderShape | None:
+        """The DataLoader that gave the latest batch: what sizes its batches, where it was made."""
+        if not len(self.batches):
+            return None
+        source = self.batches[-1].source
+        ref = self.loaders.get(source)
+        loader = ref() if ref is not None else None
+        if loader is None:
+            return None
+        try:
+            length = len(loader.dataset)
+        except TypeError:  # an iterable dataset
+            length = None
+        seen = self.facts.loaders.get(source)
+        return LoaderShape(length, loader.batch_size, bool(loader.drop_last), seen.created if seen else None)
 
     def planned_steps(self) -> int | None:
         """The run's length in optimizer steps where the script states it: Lightning's estimate from

@@ -116,9 +116,11 @@ def module_text(module: torch.nn.Module) -> str:
 
 def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss: FailedLoss | None,
             model_batch: int | None, one_hot: dict[str, set[int]],
-            model_call: tuple[torch.nn.Module, tuple[tuple, dict]] | None = None) -> Crash:
+            model_call: tuple[torch.nn.Module, tuple[tuple, dict]] | None = None,
+            loader: LoaderShape | None = None) -> Crash:
     """The crash's classification and evidence, from the exception and what the hooks recorded
-    (``model_call``: the model and the inputs of its last call)."""
+    (``model_call``: the model and the inputs of its last call; ``loader``: the DataLoader that gave
+    the failing batch)."""
     crash = Crash(kind="other", cause="exception", exception=f"{type(exc).__name__}: {exc}".strip()[:600],
                   batch_size=model_batch)
     tb = exc.__traceback__
@@ -142,6 +144,8 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
         pass
     elif failed_module is not None and _module_findings(crash, failed_module):
         pass
+    elif ONE_VALUE_PER_CHANNEL in str(exc):
+        _single_sample_batch(crash, failed_module, loader)
     elif _second_backward(exc):
         _carried_graph(crash, model_call, user_frames(tb))
     elif _no_graph(exc):
@@ -334,6 +338,38 @@ def _loss_findings(crash: Crash, failed: FailedLoss, model_batch: int | None, on
             crash.fix = f"reshape the target or the output so that both are {shape_text(input.shape)}"
         return True
     return False
+
+
+ONE_VALUE_PER_CHANNEL = "Expected more than 1 value per channel when training"
+
+
+@dataclass
+class LoaderShape:
+    """What decides the size of a DataLoader's last batch, and where the loader was made."""
+
+    dataset_length: int | None
+    batch_size: int | None
+    drop_last: bool
+    created: str | None
+
+
+def _single_sample_batch(crash: Crash, failed: FailedModule | None, loader: LoaderShape | None) -> None:
+    """BatchNorm in training mode normalises each channel over the batch: a batch of one sample (after
+    global pooling, one value per channel) has no variance. Not a wrong shape: the batch is too small,
+    and it is almost always the last batch of an epoch (the data set is 1 more than a multiple of the
+    batch size)."""
+    where = f"{failed.name} ({type(failed.module).__name__})" if failed is not None else "a BatchNorm layer"
+    crash.findings.append(f"{where} got a batch of 1 in training mode: it normalises each channel over the batch, "
+                          "and one value per channel has no variance")
+    made = f" (made at {loader.created.split(' ', 1)[0]})" if loader is not None and loader.created else ""
+    if loader is not None and loader.dataset_length and loader.batch_size and not loader.drop_last:
+        n, b = loader.dataset_length, loader.batch_size
+        if n % b == 1:
+            crash.findings.append(f"the DataLoader{made} splits {n} samples into batches of {b}: the last batch of "
+                                  f"every epoch holds {n} - {n // b} x {b} = 1 sample")
+    crash.fix = (f"pass drop_last=True to the training DataLoader{made} so that its last batch of a single sample "
+                 "is skipped (or keep batches above 1 sample another way: a data set size that is not 1 more than a "
+                 "multiple of the batch size)")
 
 
 RESHAPE = re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)")

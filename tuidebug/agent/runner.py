@@ -222,7 +222,7 @@ def _report(agent: Agent, exc: BaseException) -> None:
     try:
         model, inputs = agent.observed.model, agent.observed.model_inputs
         crash = analyse(exc, agent.failed_module, agent.failed_loss, agent.observed.input_size, agent.facts.one_hot,
-                        (model, inputs) if model is not None and inputs is not None else None)
+                        (model, inputs) if model is not None and inputs is not None else None, agent.feeding_loader())
     except Exception as error:  # the analysis must never hide the script's own exception
         crash = None
         agent.event("error", f"could not analyse the exception: {type(error).__name__}: {error}")

@@ -17,4 +17,6 @@ def exception(ctx: ProbeContext) -> ProbeOutcome:
     where = f" at {crash.site}" if crash.site else ""
     fix = crash.fix or (f"the script raised {crash.exception.split(':', 1)[0]}{where}: fix the line, with the values "
                         "the evidence lists")
-    return ProbeOutcome(FAIL, f"{crash.exception}{where}", crash.lines(), fix)
+    # What the analysis found is the news (the batch of 1 at the epoch's end), the exception its symptom.
+    cause = "".join(f"{finding}; " for finding in crash.findings[:2])
+    return ProbeOutcome(FAIL, f"{cause}{crash.exception}{where}", crash.lines(), fix)

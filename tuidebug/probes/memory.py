@@ -83,6 +83,17 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(FAIL, f"one intermediate at {where} {summary}: a smaller batch will not fix it", evidence,
                             f"compute it on a smaller input (downsampled features, a shorter sequence) or in chunks "
                             f"at {where}", data={**data, "cause": "oversized_intermediate"})
+    pairs = _all_pairs(asked, crash)
+    if pairs is not None:
+        n, per_pair = pairs
+        where = crash.site.split(" ", 1)[0] if crash.site else "the failing line"
+        evidence.append(f"it asked for {bytes_text(asked)}: {n} x {n} pairs x {per_pair} values, beside an input of "
+                        f"{n} x {n} (every row of the batch against every other: a whole graph or distance matrix)")
+        return ProbeOutcome(FAIL, f"one intermediate at {where} holds all {n} x {n} pairs of the batch's rows "
+                            f"({bytes_text(asked)}): it grows with the square of the {n} rows", evidence,
+                            f"do not materialise every pair at {where}: combine per-row terms by broadcasting "
+                            "(a[:, None] + b[None, :]), use only the pairs that exist (the edges), or process the rows "
+                            "in chunks", data={**data, "cause": "oversized_intermediate"})
     return ProbeOutcome(PASS, f"an allocation of {bytes_text(asked) if asked else 'unknown size'} failed"
                         + (f" at {crash.site.split(' ', 1)[0]}" if crash.site else ""), evidence, data=data)
 
@@ -143,6 +154,23 @@ def _square_length(per_example: float, operands: list[str]) -> int | None:
             heads = elements / (n * n)
             if heads >= 1 and heads.is_integer() and heads <= MAX_HEADS:
                 return n
+    return None
+
+
+def _all_pairs(asked: int | None, crash: Any) -> tuple[int, int] | None:
+    """(n, values per pair) when the failing module takes an n x n input (n >= SQUARE_LENGTH: an adjacency
+    or distance matrix over the n rows it is given) and the failed allocation is n * n times a few values
+    (at most MAX_HEADS): an intermediate over every pair of rows, which a smaller batch of rows would shrink
+    by its square but which no batch size of the script's controls (the rows are the whole data set)."""
+    if not asked:
+        return None
+    squares = {int(a) for text in crash.module_inputs for a, b in re.findall(r"\((\d+), (\d+)\)", text)
+               if a == b and int(a) >= SQUARE_LENGTH}
+    for n in sorted(squares, reverse=True):
+        for itemsize in (4, 2, 8):
+            per_pair = asked / itemsize / (n * n)
+            if per_pair >= 1 and per_pair.is_integer() and per_pair <= MAX_HEADS:
+                return n, int(per_pair)
     return None
 
 
