@@ -434,7 +434,8 @@ def test_the_scripts_own_safeguards_and_workarounds_are_read_from_its_source(tmp
                       "    # nn.utils.clip_grad_value_(model.parameters(), 1.0)\n"
                       "    optimizer.step()\n"
                       "y = np.array([np.nan if v is None else v for v in raw])\n"
-                      "z = pd.to_numeric(column, errors='coerce') + float('NaN')\n")
+                      "z = pd.to_numeric(column, errors='coerce') + float('NaN')\n"
+                      "loss = torch.tensor(loss.item() * reward, requires_grad=True)\n")
     path = str(script)
 
     assert [(call.line, condition and condition.line) for call, condition in source.switched_off_clips(path)] == [
@@ -442,7 +443,7 @@ def test_the_scripts_own_safeguards_and_workarounds_are_read_from_its_source(tmp
     assert [site.line for site in source.grad_switched_off(path)] == [2]  # not the with block
     assert source.backward_target("scaler.scale(loss).backward()") == "loss"
     assert source.backward_target("accelerator.backward(loss)") == "loss"
-    assert [site.line for site in source.forced_requires_grad(path, "loss")] == [11]
+    assert [site.line for site in source.forced_requires_grad(path, "loss")] == [11, 19]  # and a re-wrapped number
     assert [site.line for site in source.unsorted_listings(path)] == [3]  # sorted() and .sort() are fine
     assert [site.line for site in source.nan_literals(path)] == [17, 18]
 

@@ -18,7 +18,7 @@ from tuidebug.tree import Walk, load_tree
 
 # Findings the agent reports (event kind "finding", message "code: ..."), by the branch they open.
 FINDING_BRANCHES = {
-    "stale_grads": "learning", "zero_grad_wipes": "learning", "not_in_optimizer": "learning",
+    "stale_grads": "learning", "zero_grad_wipes": "learning", "not_in_optimizer": "learning", "head_untrained": "learning",
     "unregistered_modules": "learning",
     "frozen": "learning", "no_grad_params": "learning", "graph_cut": "learning", "eval_mode": "learning", "loss_input": "learning",
     "backward_without_graph": "learning", "no_optimizer_step": "learning", "lr_schedule": "learning",

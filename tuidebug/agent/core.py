@@ -27,7 +27,7 @@ from tuidebug.agent.bundle import bundle_snapshot, load_bundle
 from tuidebug.agent.client import AgentClient
 from tuidebug.agent.crash import FailedLoss, FailedModule, LoaderShape
 from tuidebug.agent.control import Control
-from tuidebug.agent.facts import Facts, LoaderSeen, SchedulerCalls, sampled
+from tuidebug.agent.facts import Facts, LoaderSeen, SchedulerCalls, sampled, watch_head
 from tuidebug.agent.gradients import parameters_with_grad, per_parameter_norms, total_norm_now, total_of
 from tuidebug.agent.kept_batches import KeptBatches
 from tuidebug.agent.memory import process_memory
@@ -192,6 +192,7 @@ class Agent:
         self.manual_updates = False  # parameters updated by hand, no optimizer: a step per backward
         self.tracing_outputs = True  # remember which module made each output (sampled steps only)
         self._outputs: dict[int, str] = {}
+        self._last_weighted: str | None = None
         self._checkpoint_numel: int | None = None
         self._next_checkpoint = 1
         self._primary: weakref.ref | None = None
@@ -414,6 +415,8 @@ class Agent:
             name = self.observed.module_names.get(id(module))
             if name is not None:
                 self._outputs[id(output)] = f"{name} ({type(module).__name__})"
+                if output.grad_fn is not None and module._parameters and not self.probes.replaying:
+                    self._last_weighted = self._outputs[id(output)]  # the training forward's latest layer with weights
                 if output.grad_fn is not None and not self.probes.replaying:
                     self.facts.tag_graph(output, self.step + 1, f"output of {name}")
 
@@ -828,6 +831,7 @@ class Agent:
             del self.facts.mode_checks[:-50]
             if step <= 2:  # every optimizer made: at step 1 an actor's may not have stepped yet after the critic's
                 self.facts.check_parameters(self.model, [*self.optimizers, *self.created_optimizers])
+                self._watch_head(step)
         norms = per_parameter_norms(params)
         if not norms:
             return
@@ -835,6 +839,16 @@ class Agent:
         if self._wants_layers() and optimizer is self._primary():
             self._layer = ([self._param_name(p, i) for i, p in enumerate(params)], norms)
         self._check_gradients_finite(norms)
+
+    def _watch_head(self, step: int) -> None:
+        """Keep the output layer's first weights: the module that made the loss's input, else the last layer
+        with weights that the training forward ran (a CRF computing the loss inside the model)."""
+        if self.facts.head is not None:
+            return
+        made = next((call.input_module for call in self.facts.loss_calls.values() if call.input_module), None)
+        for head in (made, self._last_weighted):  # the model itself made the loss's input: its last layer did
+            if head is not None and self.facts.head is None:
+                self.facts.head = watch_head(head, self.model, step, [*self.optimizers, *self.created_optimizers])
 
     def _check_wiped(self, optimizer: torch.optim.Optimizer, params: list[torch.Tensor]) -> None:
         """A zero_grad after this step's backward passes, with no backward since: the step applies nothing."""

@@ -179,6 +179,51 @@ class LoaderSeen:
     pass_started: int = 0  # the step count when its latest pass began
 
 
+# The output layer (the module that makes the loss's input, else the last module with weights the
+# training forward ran) is compared with its first reading after this many steps: by then every
+# optimizer of the loop has stepped many times (a GAN's discriminator, trained every other step; a
+# head unfrozen after a warm-up epoch of a few dozen steps is the exception it would still catch early:
+# its weights do not move before then, and the finding's check then rules the freeze intended when the
+# run learns).
+HEAD_STEPS = 50
+HEAD_MAX_ELEMENTS = 4_000_000  # a copy of a larger head (an LM's vocabulary projection) costs too much
+
+
+@dataclass
+class HeadWatch:
+    """The output layer's parameters as first seen, and one other trainable parameter, to compare later."""
+
+    module: str  # ``fc (Linear)``
+    step: int
+    params: dict[str, tuple[torch.Tensor, torch.Tensor]]  # name -> (the live parameter, its first value)
+    other: str  # the name of a parameter outside the head that trains
+    other_param: tuple[torch.Tensor, torch.Tensor]
+
+    def untouched(self) -> bool:
+        """The head's weights are exactly as first seen while the other parameter moved."""
+        live, first = self.other_param
+        return not torch.equal(live.detach(), first) and all(
+            torch.equal(live.detach(), first) for live, first in self.params.values())
+
+
+def watch_head(module_name: str, model: torch.nn.Module, step: int,
+               optimizers: list[torch.optim.Optimizer]) -> HeadWatch | None:
+    """A HeadWatch of ``module_name`` (``fc (Linear)``), if it has weights, is small enough to copy, and the
+    model has another parameter an optimizer holds."""
+    path = module_name.split(" ", 1)[0]
+    params = {name: p for name, p in model.named_parameters() if name.startswith(path + ".")
+              and "." not in name[len(path) + 1:]}
+    if not params or sum(p.numel() for p in params.values()) > HEAD_MAX_ELEMENTS:
+        return None
+    held = {id(p) for opt in optimizers for g in opt.param_groups for p in g["params"]}
+    other = next(((name, p) for name, p in model.named_parameters()
+                  if name not in params and p.requires_grad and id(p) in held), None)
+    if other is None:
+        return None
+    return HeadWatch(module_name, step, {n: (p, p.detach().clone()) for n, p in params.items()},
+                     other[0], (other[1], other[1].detach().clone()))
+
+
 @dataclass
 class Facts:
     loss_calls: dict[int, LossCall] = field(default_factory=dict)  # by call order within a step
@@ -234,6 +279,8 @@ class Facts:
     numeric_warnings: list[tuple[Site, str]] = field(default_factory=list)  # numpy's, at the user's lines
     graph_cuts: list[tuple[Site, str]] = field(default_factory=list)  # torch's, where a tensor is rebuilt
     reported: set[str] = field(default_factory=set)
+    head: HeadWatch | None = None  # the output layer's weights as first seen, to tell whether they ever move
+    missing_first: dict[str, torch.Tensor] = field(default_factory=dict)  # parameters in no optimizer, as first seen
 
     # --- findings: what is wrong beyond doubt, reported once as it is seen --------------------
 
@@ -244,6 +291,7 @@ class Facts:
         for code, check in (("loss_broadcast", self._broadcast), ("one_hot_width", self._one_hot),
                             ("stale_grads", self.never_reset), ("zero_grad_wipes", self._wiped),
                             ("not_in_optimizer", self._not_in_optimizer),
+                            ("head_untrained", lambda: self._head_untrained(step)),
                             ("unregistered_modules", self._unregistered), ("no_grad_params", self._no_grad),
                             ("graph_cut", self._graph_cut),
                             ("eval_mode", self._eval_mode), ("loss_input", self._loss_input),
@@ -290,6 +338,24 @@ class Facts:
         _, zeroed, stepped = self.wiped_grads[-1]
         return (f"zero_grad() at {zeroed} runs after backward() and before the optimizer step at {stepped}, at steps "
                 f"{', '.join(str(s) for s, _, _ in self.wiped_grads[-STALE_CHECKS:])}: every step applies no gradient")
+
+    def _head_untrained(self, step: int) -> str | None:
+        head = self.head
+        if head is None or step - head.step < HEAD_STEPS or not head.untouched():
+            return None
+        why = ("requires_grad=False" if all(name in self.frozen for name in head.params) else
+               "in no optimizer" if all(name in self.not_in_optimizer for name in head.params) else
+               "never changed by the optimizer steps")
+        return (f"{head.module}, the layer that makes the model's output, is never updated: its weights "
+                f"({', '.join(list(head.params)[:3])}) are {why}, the same at step {step} as at step {head.step}, "
+                f"while {head.other} changed")
+
+    def moved_outside_optimizer(self, model: torch.nn.Module) -> list[str]:
+        """Parameters in no optimizer whose values changed since first seen: updated by other means (an EMA
+        codebook, a hand-written update), not left behind."""
+        named = dict(model.named_parameters())
+        return [n for n, first in self.missing_first.items()
+                if n in named and named[n].shape == first.shape and not torch.equal(named[n].detach(), first)]
 
     def _not_in_optimizer(self) -> str | None:
         if self.not_in_optimizer and (self.optimizer_foreign or len(self.not_in_optimizer) == self.trainable):
@@ -524,6 +590,9 @@ class Facts:
         self.trainable = sum(p.requires_grad for p in named.values())
         held = {id(p) for opt in optimizers for g in opt.param_groups for p in g["params"]}
         self.not_in_optimizer = [n for n, p in named.items() if p.requires_grad and id(p) not in held]
+        if not self.missing_first:  # their first values: a parameter updated outside the optimizer (EMA) moves
+            self.missing_first = {n: named[n].detach().clone() for n in self.not_in_optimizer
+                                  if named[n].numel() <= HEAD_MAX_ELEMENTS}
         model_ids = {id(p) for p in named.values()}
         self.optimizer_foreign = len(held - model_ids)
         self.frozen = [n for n, p in named.items() if not p.requires_grad]

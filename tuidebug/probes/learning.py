@@ -30,7 +30,8 @@ from typing import Any, Callable
 import torch
 
 from tuidebug.batches import map_tensors, tensors_in
-from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, NoPipeline, ProbeContext, ProbeOutcome, probe
+from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
+                                ProbeOutcome, probe)
 from tuidebug.probes.source import (
     assignment_target, assignments, backward_target, bias_inits, calls_named, enclosing_function, forced_requires_grad,
     freezes, grad_off_block, grad_switched_off, guarded_steps, in_files, indexed_attributes, module_site,
@@ -174,7 +175,8 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
         trainer = ctx.trainer
         trainer.reset(ctx.break_state)
         trainer.step(trainer.prepare(), Adjust(mode=lambda: watch))
-    except (NoPipeline, RuntimeError, ValueError, TypeError) as exc:  # extra evidence: the verdict stands on the gradients
+    except (NoPipeline, NeedsLoop, LoopGone, RuntimeError, ValueError, TypeError) as exc:  # extra evidence: the
+        # verdict stands on the gradients the run's own steps got
         evidence.append(f"could not replay a step to find where the graph breaks: {type(exc).__name__}: {exc}")
     if watch.cut is not None:
         what, site = watch.cut
@@ -236,6 +238,20 @@ def gradients(ctx: ProbeContext) -> ProbeOutcome:
         evidence.append(f"at step {last[0]}: no gradient for {len(last[1])} ({_names(last[1])}), "
                         f"a zero one for {len(last[2])} ({_names(last[2])})")
     collapsed = ctx.run.facts.lr_collapsed_at
+    head = _untrained_head(facts)
+    if head is not None and all(name in frozen for name in head.params):
+        path = head.module.split(" ", 1)[0]
+        where = in_files(facts.source_files, freezes)
+        evidence.append(f"{head.module} makes the model's output and is frozen: its weights are the same at every "
+                        f"check since step {head.step}")
+        evidence += [f"requires_grad is turned off at {site}" for site in where]
+        return ProbeOutcome(
+            FAIL, f"the output layer {head.module} is frozen (requires_grad=False): the model's predictions cannot "
+            "adapt to the task", evidence,
+            (f"keep {path} out of the freeze at {where[0].short} (e.g. skip names starting with '{path}.'), and give "
+             "its parameters to the optimizer" if where else
+             f"turn it back on: for p in model.{path}.parameters(): p.requires_grad = True (before building the "
+             "optimizer)"), data={"cause": "frozen_parameters", "frozen": frozen})
     if frozen and frozen_share >= 0.5 and run_learns(ctx, LEARNS):
         evidence.append("the run's own loss falls: the frozen part looks intended (a fixed backbone)")
     elif frozen and frozen_share >= 0.5 and collapsed is not None:
@@ -280,19 +296,41 @@ def optimizer(ctx: ProbeContext) -> ProbeOutcome:
             f"register them: self.{attr.rsplit('.', 1)[-1]} = nn.ModuleList([...]) (nn.ModuleDict for a dict), so that "
             "model.parameters() and the optimizer include them", data={"cause": "parameters_not_in_optimizer"})
     missing = facts.not_in_optimizer
+    head = _untrained_head(facts)
+    if head is not None and all(name in missing for name in head.params):
+        path = head.module.split(" ", 1)[0]
+        evidence.append(f"{len(missing)} of {facts.trainable} trainable parameters are in no optimizer: {_names(missing)}")
+        evidence.append(f"{head.module} makes the model's output; its weights are the same at every check since step "
+                        f"{head.step}")
+        made = facts.optimizer_sites[0][1].split(" ", 1)[0] if facts.optimizer_sites else "where it is built"
+        return ProbeOutcome(
+            FAIL, f"the output layer {head.module} is in no optimizer: its weights never change", evidence,
+            f"give the optimizer built at {made} the parameters of {path} (a parameter group meant for them is "
+            f"not passed): optimizer.add_param_group({{'params': model.{path}.parameters()}}), or build it from "
+            "model.parameters()", data={"cause": "parameters_not_in_optimizer"})
     if missing:
         evidence.append(f"{len(missing)} of {facts.trainable} trainable parameters of the model are in no optimizer: "
                         f"{_names(missing)}")
         if facts.optimizer_foreign:
             evidence.append(f"the optimizer holds {facts.optimizer_foreign} tensor(s) that the model does not use: "
                             "it was built over another model instance")
-        if facts.optimizer_foreign or len(missing) == facts.trainable:
+        moved = facts.moved_outside_optimizer(model) if len(missing) < facts.trainable else []
+        if moved:
+            evidence.append(f"they change all the same ({_names(moved)}): updated outside the optimizer (an EMA, "
+                            "a hand-written update), as intended")
+        elif facts.optimizer_foreign or len(missing) == facts.trainable:
             return ProbeOutcome(
                 FAIL, "the optimizer does not hold the parameters of the model being trained"
                 + (" (it was built over another instance)" if facts.optimizer_foreign else ""), evidence,
                 "build the optimizer from the model you train, after creating it (and after moving it to the device): "
                 "optimizer = torch.optim.X(model.parameters(), ...)", data={"cause": "parameters_not_in_optimizer"})
     return ProbeOutcome(PASS, "the optimizer holds the model's trainable parameters", evidence)
+
+
+def _untrained_head(facts: Any) -> Any:
+    """The output layer the agent watched, if its weights never moved while the rest did."""
+    head = facts.head
+    return head if head is not None and head.untouched() else None
 
 
 def _attribute_sites(model: torch.nn.Module, attr: str) -> list[Site]:
@@ -319,10 +357,16 @@ def zero_grad(ctx: ProbeContext) -> ProbeOutcome:
                 f"(checked {', '.join(str(s) for s, _ in checks)})"]
     if facts.never_reset() is None:  # an early check may see a zero gradient (LoRA's A while B is 0): the latest decide
         return ProbeOutcome(PASS, "the gradients are reset before each step's backward", evidence)
-    as_written = _trial(ctx, Adjust())
-    with_reset = _trial(ctx, Adjust(zero_grad=True))
-    evidence += [f"replay of {len(as_written)} steps as written: {_curve(as_written)}",
-                 f"... with the gradients reset before each backward: {_curve(with_reset)}"]
+    try:
+        as_written = _trial(ctx, Adjust())
+        with_reset = _trial(ctx, Adjust(zero_grad=True))
+    except (NeedsLoop, NoPipeline, LoopGone) as gone:
+        # What the run's own steps showed stands: their gradients held the previous step's at every check.
+        evidence.append(f"no replay to confirm it: {gone or 'the script ended before the check could borrow its loop'}")
+        as_written = with_reset = []
+    else:
+        evidence += [f"replay of {len(as_written)} steps as written: {_curve(as_written)}",
+                     f"... with the gradients reset before each backward: {_curve(with_reset)}"]
     confirmed = _learns(with_reset) and (not _learns(as_written) or _tail(finite(with_reset) or [math.inf])
                                          < _tail(finite(as_written) or [math.inf]))
     where = f" before loss.backward() ({facts.backward_site})" if facts.backward_site else " before loss.backward()"

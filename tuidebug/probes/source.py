@@ -491,7 +491,18 @@ def forced_requires_grad(path: str, name: str) -> list[Site]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_" \
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == name:
             found.append(Site(path, node.lineno, ""))
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets) \
+                and _new_leaf(node.value):
+            found.append(Site(path, node.lineno, ""))  # loss = torch.tensor(loss_value, requires_grad=True)
     return sorted(found, key=lambda site: site.line)
+
+
+def _new_leaf(value: ast.expr) -> bool:
+    """``torch.tensor(..., requires_grad=True)`` (or Variable(..., requires_grad=True)): a new tensor with no
+    history, made to require grad."""
+    return isinstance(value, ast.Call) and _name_of(value.func) in ("tensor", "Variable", "as_tensor") and any(
+        k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value is True
+        for k in value.keywords)
 
 
 def guarded_steps(path: str) -> list[tuple[Site, Site]]:
