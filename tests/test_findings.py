@@ -499,3 +499,23 @@ def test_a_schedule_with_gamma_zero_is_named_where_it_is_made(start_run) -> None
     # The constructor's own step is not counted; the break comes before step 80's scheduler.step().
     assert any(line.startswith("StepLR stepped 79 times in 80 steps") for line in result.evidence)
     assert result.fix.startswith("give StepLR a gamma between 0 and 1 at steplr_gamma_zero.py:9")
+
+
+def test_an_output_layer_whose_weights_never_move_is_told_from_one_that_trains() -> None:
+    from tuidebug.agent.facts import watch_head
+
+    def trained(freeze_head: bool) -> bool:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+        model[2].requires_grad_(not freeze_head)
+        optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+        head = watch_head("2 (Linear)", model, 1, [optimizer])
+        assert head is not None and list(head.params) == ["2.weight", "2.bias"] and head.other == "0.weight"
+        for _ in range(3):
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(torch.randn(16, 4)), torch.randint(0, 3, (16,))).backward()
+            optimizer.step()
+        return not head.untouched()
+
+    assert trained(freeze_head=False) and not trained(freeze_head=True)
+    assert watch_head(" (Sequential)", nn.Sequential(nn.Linear(2, 2)), 1, []) is None  # no weights of its own

@@ -175,8 +175,8 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
         trainer = ctx.trainer
         trainer.reset(ctx.break_state)
         trainer.step(trainer.prepare(), Adjust(mode=lambda: watch))
-    except (NoPipeline, NeedsLoop, LoopGone, RuntimeError, ValueError, TypeError) as exc:  # extra evidence: the
-        # verdict stands on the gradients the run's own steps got
+    except (NoPipeline, LoopGone, RuntimeError, ValueError, TypeError) as exc:  # extra evidence: the verdict
+        # stands on the gradients the run's own steps got (NeedsLoop goes on up: diagnose re-runs the script for it)
         evidence.append(f"could not replay a step to find where the graph breaks: {type(exc).__name__}: {exc}")
     if watch.cut is not None:
         what, site = watch.cut
@@ -239,7 +239,10 @@ def gradients(ctx: ProbeContext) -> ProbeOutcome:
                         f"a zero one for {len(last[2])} ({_names(last[2])})")
     collapsed = ctx.run.facts.lr_collapsed_at
     head = _untrained_head(facts)
-    if head is not None and all(name in frozen for name in head.params):
+    # A frozen output layer is also a recipe (LoRA and adapters keep a pretrained head fixed): it is the cause
+    # only in a run that does not learn and whose gradients are reset (stale gradients explain it otherwise).
+    if head is not None and all(name in frozen for name in head.params) and facts.never_reset() is None \
+            and not run_learns(ctx, LEARNS):
         path = head.module.split(" ", 1)[0]
         where = in_files(facts.source_files, freezes)
         evidence.append(f"{head.module} makes the model's output and is frozen: its weights are the same at every "
