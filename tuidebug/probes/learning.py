@@ -64,6 +64,7 @@ ALIGNMENT_BATCHES = 3
 ALIGNMENT_STEPS = 60
 SCHEDULES_PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR", "ReduceLROnPlateau", "CosineAnnealingLR",
                        "PolynomialLR", "LinearLR", "ConstantLR")
+REWRAPPED = re.compile(r"\b(tensor|as_tensor|Variable)\(")
 MAX_ACTIVATION_SITES = 2  # a model with one softmax for the loss and one for predictions: both are worth a look
 
 
@@ -175,8 +176,14 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
         trainer = ctx.trainer
         trainer.reset(ctx.break_state)
         trainer.step(trainer.prepare(), Adjust(mode=lambda: watch))
+    except NeedsLoop:
+        # A loss re-made as a new tensor (torch.tensor(loss.item(), requires_grad=True)) is the cut itself; any
+        # other cut is for diagnose's re-run of the script to find by replay.
+        if not any(REWRAPPED.search(site.text) for site in _forced_loss_grad(facts)):
+            raise
+        evidence.append("no replay to find the cut (the script's loop had ended): its source names it")
     except (NoPipeline, LoopGone, RuntimeError, ValueError, TypeError) as exc:  # extra evidence: the verdict
-        # stands on the gradients the run's own steps got (NeedsLoop goes on up: diagnose re-runs the script for it)
+        # stands on the gradients the run's own steps got
         evidence.append(f"could not replay a step to find where the graph breaks: {type(exc).__name__}: {exc}")
     if watch.cut is not None:
         what, site = watch.cut
