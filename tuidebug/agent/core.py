@@ -599,13 +599,14 @@ class Agent:
         max_epochs/max_steps, else a schedule built for a number of steps (OneCycleLR's total_steps)."""
         lightning = self.lightning_module()
         trainer = getattr(lightning, "_trainer", None) if lightning is not None else None
-        if trainer is not None:
-            try:
-                total = trainer.estimated_stepping_batches
-            except Exception:  # no loaders set up yet, or an estimate Lightning cannot make
-                total = None
-            if isinstance(total, (int, float)) and math.isfinite(total) and total > 0:
-                return int(total)
+        if trainer is not None:  # its attributes only: estimated_stepping_batches may set up the loaders itself
+            max_steps, epochs = getattr(trainer, "max_steps", -1), getattr(trainer, "max_epochs", None)
+            batches, every = getattr(trainer, "num_training_batches", None), getattr(trainer, "accumulate_grad_batches", 1)
+            if isinstance(max_steps, int) and max_steps > 0:
+                return max_steps
+            if isinstance(epochs, int) and epochs > 0 and isinstance(batches, (int, float)) and math.isfinite(batches) \
+                    and batches > 0:
+                return int(epochs * batches // max(every, 1))
         for ref in self.observed.stateful:
             total = getattr(ref(), "total_steps", None)
             if isinstance(total, int) and total > 0:
