@@ -212,6 +212,7 @@ class Agent:
         self._batch_size: int | None = None
         self._epoch: int | None = None
         self._position: tuple[int | None, int | None] = (None, None)  # batch of the pass, batches in the pass
+        self._pass_lengths: dict[int, int | None] = {}  # id(DataLoader) -> its batches a pass, read as the pass starts
         self._planned: int | None = None  # the run's length in steps, where the script states it
         self._compute_seconds: float | None = None  # from the last step's end to this step's first backward
         self._param_names: dict[int, str] = {}
@@ -547,7 +548,7 @@ class Agent:
         if self.probes.wants_replay(source):
             return self.probes.next_input(lambda: self._capture(fetch(), epoch, source, indices))
         batch = self._capture(fetch(), epoch, source, indices)
-        self._position = (yielded(), self._pass_length(source))
+        self._position = (yielded(), self._pass_lengths.get(source))
         self.control.safe_point("batch")
         if self.config.replay and self.model is not None and self.optimizers:
             bundle, self.config.replay = self.config.replay, None
@@ -570,13 +571,6 @@ class Agent:
         step = to_step(record)
         self.history.append(step)
         return step
-
-    def _pass_length(self, source: int) -> int | None:
-        ref = self.loaders.get(source)
-        try:
-            return len(ref()) if ref is not None and ref() is not None else None
-        except TypeError:  # an iterable dataset has no length
-            return None
 
     def feeding_loader(self) -> LoaderShape | None:
         """The DataLoader that gave the latest batch: what sizes its batches, where it was made."""
@@ -633,9 +627,9 @@ class Agent:
         if self._datasets.get(id(loader)) is None:  # the dataset outlives its loader (post-mortem checks read it)
             self._datasets[id(loader)] = getattr(loader, "dataset", None)
         try:
-            self.facts.epoch_length = len(loader)
+            self.facts.epoch_length = self._pass_lengths[id(loader)] = len(loader)
         except TypeError:  # an iterable dataset has no length
-            pass
+            self._pass_lengths[id(loader)] = None
 
     def checkpoint_before_failure(self) -> tuple[int, Snapshot, int] | None:
         """(step, snapshot, steps from it to the failure) of the latest checkpoint at least

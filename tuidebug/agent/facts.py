@@ -199,6 +199,11 @@ class HeadWatch:
     other: str  # the name of a parameter outside the head that trains
     other_param: tuple[torch.Tensor, torch.Tensor]
 
+    @property
+    def path(self) -> str:
+        """The module's path in the model: ``fc`` of ``fc (Linear)``."""
+        return self.module.split(" ", 1)[0]
+
     def untouched(self) -> bool:
         """The head's weights are exactly as first seen while the other parameter moved."""
         live, first = self.other_param

@@ -35,7 +35,7 @@ from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, Need
 from tuidebug.probes.source import (
     assignment_target, assignments, backward_target, bias_inits, calls_named, enclosing_function, forced_requires_grad,
     freezes, grad_off_block, grad_switched_off, guarded_steps, in_files, indexed_attributes, module_site,
-    rate_assignments, shuffles, unsorted_listings, weight_inits)
+    rate_assignments, rewrapped, shuffles, unsorted_listings, weight_inits)
 from tuidebug.probes.trials import finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site, is_user_file
@@ -64,7 +64,6 @@ ALIGNMENT_BATCHES = 3
 ALIGNMENT_STEPS = 60
 SCHEDULES_PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR", "ReduceLROnPlateau", "CosineAnnealingLR",
                        "PolynomialLR", "LinearLR", "ConstantLR")
-REWRAPPED = re.compile(r"\b(tensor|as_tensor|Variable)\(")
 MAX_ACTIVATION_SITES = 2  # a model with one softmax for the loss and one for predictions: both are worth a look
 
 
@@ -179,7 +178,7 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
     except NeedsLoop:
         # A loss re-made as a new tensor (torch.tensor(loss.item(), requires_grad=True)) is the cut itself; any
         # other cut is for diagnose's re-run of the script to find by replay.
-        if not any(REWRAPPED.search(site.text) for site in _forced_loss_grad(facts)):
+        if not _forced_loss_grad(facts, rewrapped):
             raise
         evidence.append("no replay to find the cut (the script's loop had ended): its source names it")
     except (NoPipeline, LoopGone, RuntimeError, ValueError, TypeError) as exc:  # extra evidence: the verdict
@@ -220,10 +219,11 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
                                                              "site": str(watch.cut[1]) if watch.cut else None})
 
 
-def _forced_loss_grad(facts: Any) -> list[Site]:
-    """The user's lines that make the loss they call backward on require grad by hand."""
+def _forced_loss_grad(facts: Any, read: Callable[[str, str], list[Site]] = forced_requires_grad) -> list[Site]:
+    """The user's lines that make the loss they call backward on require grad by hand (``read``: those of
+    one kind only)."""
     name = backward_target((facts.backward_site or "").partition("`")[2].rstrip("`"))
-    return in_files(facts.source_files, forced_requires_grad, name) if name else []
+    return in_files(facts.source_files, read, name) if name else []
 
 
 # --- parameters without gradients ------------------------------------------------------------
@@ -250,7 +250,7 @@ def gradients(ctx: ProbeContext) -> ProbeOutcome:
     # only in a run that does not learn and whose gradients are reset (stale gradients explain it otherwise).
     if head is not None and all(name in frozen for name in head.params) and facts.never_reset() is None \
             and not run_learns(ctx, LEARNS):
-        path = head.module.split(" ", 1)[0]
+        path = head.path
         where = in_files(facts.source_files, freezes)
         evidence.append(f"{head.module} makes the model's output and is frozen: its weights are the same at every "
                         f"check since step {head.step}")
@@ -308,7 +308,7 @@ def optimizer(ctx: ProbeContext) -> ProbeOutcome:
     missing = facts.not_in_optimizer
     head = _untrained_head(facts)
     if head is not None and all(name in missing for name in head.params):
-        path = head.module.split(" ", 1)[0]
+        path = head.path
         evidence.append(f"{len(missing)} of {facts.trainable} trainable parameters are in no optimizer: {_names(missing)}")
         evidence.append(f"{head.module} makes the model's output; its weights are the same at every check since step "
                         f"{head.step}")

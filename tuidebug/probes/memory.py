@@ -62,6 +62,7 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
     asked = crash.memory.get("asked_bytes")
     activations = _activations_at_batch(ctx)
     data: dict[str, Any] = {"asked": asked}
+    where = crash.site.split(" ", 1)[0] if crash.site else "the failing line"
     in_forward = crash.module is not None or any(frame.endswith(" in forward") for frame in crash.frames)
     large = ctx.run.facts.large_call
     if large is not None:  # the failing step's data is many usual steps': the activations above are not its measure
@@ -70,7 +71,6 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
         evidence.append(f"it asked for {bytes_text(asked)}, more than the whole forward's activations at batch "
                         f"{activations[0]} ({bytes_text(activations[1])}): this intermediate does not grow with the "
                         "batch but with the data set or the sequence length")
-        where = crash.site.split(" ", 1)[0] if crash.site else "the failing line"
         return ProbeOutcome(FAIL, f"one intermediate at {where} needs {bytes_text(asked)}, more than the batch's "
                             "whole activations: a smaller batch will not fix it", evidence,
                             f"compute it in chunks (or over the batch, not the whole data set) at {where}",
@@ -79,14 +79,12 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
     if oversized is not None:
         summary, lines = oversized
         evidence += lines
-        where = crash.site.split(" ", 1)[0] if crash.site else "the failing line"
         return ProbeOutcome(FAIL, f"one intermediate at {where} {summary}: a smaller batch will not fix it", evidence,
                             f"compute it on a smaller input (downsampled features, a shorter sequence) or in chunks "
                             f"at {where}", data={**data, "cause": "oversized_intermediate"})
     pairs = _all_pairs(asked, crash)
     if pairs is not None:
         n, per_pair = pairs
-        where = crash.site.split(" ", 1)[0] if crash.site else "the failing line"
         evidence.append(f"it asked for {bytes_text(asked)}: {n} x {n} pairs x {per_pair} values, beside an input of "
                         f"{n} x {n} (every row of the batch against every other: a whole graph or distance matrix)")
         return ProbeOutcome(FAIL, f"one intermediate at {where} holds all {n} x {n} pairs of the batch's rows "
@@ -149,12 +147,17 @@ def _square_length(per_example: float, operands: list[str]) -> int | None:
     lengths = sorted({int(n) for line in operands for shape in re.findall(r"\(([\d, ]+)\)", line)
                       for n in shape.split(",") if n.strip().isdigit() and int(n) >= SQUARE_LENGTH}, reverse=True)
     for itemsize in (4, 2, 8):
-        elements = per_example / itemsize
         for n in lengths:
-            heads = elements / (n * n)
-            if heads >= 1 and heads.is_integer() and heads <= MAX_HEADS:
+            if _per_pair(per_example, itemsize, n) is not None:
                 return n
     return None
+
+
+def _per_pair(nbytes: float, itemsize: int, n: int) -> int | None:
+    """How many values of ``itemsize`` bytes ``nbytes`` holds for each of n x n pairs, when that is a whole
+    number from 1 to MAX_HEADS (the heads of an attention map, the features of a pairwise tensor)."""
+    count = nbytes / itemsize / (n * n)
+    return int(count) if 1 <= count <= MAX_HEADS and count.is_integer() else None
 
 
 def _all_pairs(asked: int | None, crash: Any) -> tuple[int, int] | None:
@@ -168,9 +171,9 @@ def _all_pairs(asked: int | None, crash: Any) -> tuple[int, int] | None:
                if a == b and int(a) >= SQUARE_LENGTH}
     for n in sorted(squares, reverse=True):
         for itemsize in (4, 2, 8):
-            per_pair = asked / itemsize / (n * n)
-            if per_pair >= 1 and per_pair.is_integer() and per_pair <= MAX_HEADS:
-                return n, int(per_pair)
+            per_pair = _per_pair(asked, itemsize, n)
+            if per_pair is not None:
+                return n, per_pair
     return None
 
 

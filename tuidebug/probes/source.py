@@ -478,8 +478,8 @@ def backward_target(text: str) -> str | None:
 
 def forced_requires_grad(path: str, name: str) -> list[Site]:
     """Lines of ``path`` that make ``name`` require grad after it was computed (``loss.requires_grad =
-    True``, ``loss.requires_grad_()``): what silences "element 0 of tensors does not require grad"
-    without giving the loss a graph."""
+    True``, ``loss.requires_grad_()``, or re-made by ``rewrapped``): what silences "element 0 of tensors does
+    not require grad" without giving the loss a graph."""
     tree = _tree(path)
     found = []
     for node in ast.walk(tree) if tree is not None else ():
@@ -491,18 +491,21 @@ def forced_requires_grad(path: str, name: str) -> list[Site]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_" \
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == name:
             found.append(Site(path, node.lineno, ""))
-        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets) \
-                and _new_leaf(node.value):
-            found.append(Site(path, node.lineno, ""))  # loss = torch.tensor(loss_value, requires_grad=True)
-    return sorted(found, key=lambda site: site.line)
+    return sorted(found + rewrapped(path, name), key=lambda site: site.line)
 
 
-def _new_leaf(value: ast.expr) -> bool:
-    """``torch.tensor(..., requires_grad=True)`` (or Variable(..., requires_grad=True)): a new tensor with no
-    history, made to require grad."""
-    return isinstance(value, ast.Call) and _name_of(value.func) in ("tensor", "Variable", "as_tensor") and any(
-        k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value is True
-        for k in value.keywords)
+def rewrapped(path: str, name: str) -> list[Site]:
+    """Lines of ``path`` that re-make ``name`` as a new tensor that requires grad (``loss =
+    torch.tensor(loss.item(), requires_grad=True)``, ``Variable(..., requires_grad=True)``): a tensor with
+    no history, the cut itself."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+    return [Site(path, node.lineno, "") for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+            and isinstance(node.value, ast.Call) and _name_of(node.value.func) in ("tensor", "Variable", "as_tensor")
+            and any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value is True
+                    for k in node.value.keywords)]
 
 
 def guarded_steps(path: str) -> list[tuple[Site, Site]]:
