@@ -145,14 +145,15 @@ class Worker:
                 return json.loads(line)
 
 
-def step_time(model: str, pairs: int, segments: int, segment_steps: int, warmup: int, scratch: Path) -> dict[str, Any]:
+def step_time(model: str, pairs: int, segments: int, segment_steps: int, warmup: int, scratch: Path,
+              count_reads: bool = False) -> dict[str, Any]:
     """Per process group: a bare, a second bare (the control) and an agent process take turns, one
     segment each, in ABC CBA order; the agent is compared with the mean of the two bare processes.
     Two identical bare processes can differ by several percent for the whole of their lives (memory
     placement, most on the CNN), so the figure is the median over several groups."""
-    ratios, mean_ratios, controls, bare_ms, agent_ms = [], [], [], [], []
+    ratios, mean_ratios, controls, bare_ms, agent_ms, reads = [], [], [], [], [], []
     for group in range(pairs):
-        args = [model, "--warmup", str(warmup), "--segment-steps", str(segment_steps)]
+        args = [model, "--warmup", str(warmup), "--segment-steps", str(segment_steps)] + ["--count-reads"] * count_reads
         workers = {name: Worker(args, agent=name == "agent", fifo=scratch / f"{model}-{group}-{name}")
                    for name in ("bare", "control", "agent")}
         figures: dict[str, list[dict[str, Any]]] = {name: [] for name in workers}
@@ -175,11 +176,14 @@ def step_time(model: str, pairs: int, segments: int, segment_steps: int, warmup:
         controls.append(ratio("control", bare=("bare",)))
         bare_ms.append(statistics.median(f["median_step"] for f in figures["bare"] + figures["control"]) * 1e3)
         agent_ms.append(statistics.median(f["median_step"] for f in figures["agent"]) * 1e3)
+        if count_reads:  # the agent's own: the script's optimizer reads its CPU step counters too
+            reads.append(max(f["reads_per_step"] for f in figures["agent"]) - min(f["reads_per_step"] for f in figures["bare"]))
         print(f"  {model} group {group + 1}: agent / bare {ratios[-1]:.3f} (mean steps {mean_ratios[-1]:.3f}), "
               f"control bare / bare {controls[-1]:.3f}", flush=True)
     return {"ratio": statistics.median(ratios), "mean_ratio": statistics.median(mean_ratios),
             "control": statistics.median(controls), "ratios": ratios, "controls": controls,
-            "bare_ms": statistics.median(bare_ms), "agent_ms": statistics.median(agent_ms)}
+            "bare_ms": statistics.median(bare_ms), "agent_ms": statistics.median(agent_ms),
+            "agent_reads_per_step": max(reads) if reads else None}
 
 
 def protocol_throughput(count: int) -> dict[str, Any]:

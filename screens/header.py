@@ -103,9 +103,7 @@ def progress_facts(session: Session) -> tuple[list[str], list[str]]:
         optional.append(f"{samples:.0f} samples/s")
     if rate is not None:
         optional.append(f"{seconds_text(1 / rate) if rate < 1 else f'{1000 / rate:.0f} ms'}/step")
-    busy = session.busy_text()
-    if busy is not None:
-        optional.append(busy)
+    optional.extend(fact for fact in (session.busy_text(), session.sampling_text()) if fact is not None)
     return needed, optional
 
 

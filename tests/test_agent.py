@@ -219,3 +219,20 @@ def test_the_child_process_is_named_after_the_script(start_run):
 
     title = " ".join(psutil.Process(session.pid).cmdline()).strip()  # padded to the original length
     assert title == "tuidebug: pat_steps.py --steps 500 --sleep 0.01"
+
+
+def test_break_on_nan_loss_on_a_gpu_pauses_before_the_step(start_run):
+    """On a GPU the loss is not read at backward (a device sync): it is read with the gradient norms, one
+    transfer, and a non-finite one still stops the run before the optimizer applies its gradients."""
+    run, session = start_run(SCRIPTS / "pat_steps_gpu_loss.py", "--steps", "8", "--nan-at", "6", "--nan-in", "loss",
+                             post_mortem=False)
+    wait_for(lambda: paused(session), what="the break on the NaN loss")
+
+    assert session.reason == "non-finite loss (read before the optimizer step)" and session.where == "before_step"
+    assert session.step == 5
+    assert weights_now(run, session) == printed(session)[5][1]
+    assert any(e.kind == "nonfinite_loss" for e in session.events)
+
+    run.command("resume")
+    wait_for(lambda: session.ended, what="the script to end")
+    assert session.step == 8 and session.exit_code == 0

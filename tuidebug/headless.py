@@ -79,7 +79,8 @@ def step_line(session: Session, step: Step, with_run_figures: bool = True) -> st
         parts.append(f"{rate:,.0f} samples/s")
     if with_run_figures:
         parts.append(memory_text(session))
-        parts.extend(fact for fact in (session.time_left_text(), session.busy_text()) if fact is not None)
+        parts.extend(fact for fact in (session.time_left_text(), session.busy_text(), session.sampling_text())
+                     if fact is not None)
     if step.skipped:
         parts.append("(AMP skipped)")
     return "  ".join(parts)

@@ -108,6 +108,9 @@ class Step(Message):
     # From the previous step's end to this step's first backward: loading the batch and the forward,
     # the part of a step that DDP's gradient all-reduce does not equalise across ranks.
     compute_seconds: float | None = None
+    # The gradient norms were taken every k-th step (their cost was over the agent's budget on short
+    # steps): grad_norm is None on the steps between; the loss is still checked at every step.
+    norm_every: int = 1
 
 
 @dataclass

@@ -346,6 +346,11 @@ class Session:
             return None
         return f"{'ETA' if left[0] == 'run' else 'epoch ends in'} {seconds_text(left[1])}"
 
+    def sampling_text(self) -> str | None:
+        """Said while the agent takes the gradient norms every k-th step only (their cost on short steps)."""
+        every = self.last_step.norm_every if self.last_step is not None else 1
+        return f"grad norm every {every} steps" if every > 1 else None
+
     def busy_text(self) -> str | None:
         """How busy the device is, labelled with what was measured: the GPU's utilisation (NVML), else the
         training process's CPU use."""

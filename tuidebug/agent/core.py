@@ -28,7 +28,7 @@ from tuidebug.agent.client import AgentClient
 from tuidebug.agent.crash import FailedLoss, FailedModule, LoaderShape
 from tuidebug.agent.control import Control
 from tuidebug.agent.facts import Facts, LoaderSeen, SchedulerCalls, sampled, watch_head
-from tuidebug.agent.gradients import parameters_with_grad, per_parameter_norms, total_norm_now, total_of
+from tuidebug.agent.gradients import NormSampler, ParameterLists, blocks_host, stacked_norms, total_of, values_of
 from tuidebug.agent.kept_batches import KeptBatches
 from tuidebug.agent.memory import process_memory
 from tuidebug.agent.probing import MODEL_CALL, ProbeRuntime, StepInputs
@@ -45,7 +45,7 @@ MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss th
 CHECKPOINT_BUDGET = 0.005  # of the step time; the interval stays within [every, 8 * every] steps
 LOADER_RECENT = 2  # a loop fed its latest batch from a DataLoader this few steps ago: it uses one
 MANUAL_PROBES = 32  # backward passes watched for parameters changing without an optimizer
-# A memory reading costs about 10 us: every ``memory_every`` steps on fast steps, and at every step once a
+# A memory reading costs about 2 us (statm) to 18 us (psutil): every ``memory_every`` steps on fast steps, and at every step once a
 # step takes this long (0.5% of it at most). A slow run that runs out of memory after a few dozen steps
 # then still has the readings the growth check needs (facts.GROWTH_SAMPLES over the second half).
 MEMORY_EVERY_STEP_SECONDS = 0.002
@@ -148,7 +148,7 @@ class PendingStep:
     step: int
     time: float
     losses: list[torch.Tensor]
-    norms: list[torch.Tensor]  # every parameter's gradient norm, of every optimizer that stepped
+    norms: list[torch.Tensor | float]  # every parameter's gradient norm, of every optimizer that stepped
     lrs: list[Any]
     step_seconds: float | None
     batch_size: int | None
@@ -156,7 +156,7 @@ class PendingStep:
     cuda_allocated: int | None
     skipped: bool
     layer_names: list[str] | None = None
-    layer_norms: list[torch.Tensor] | None = None
+    layer_norms: list[torch.Tensor | float] | None = None
     backward_calls: int = 0
     clipped: list[torch.Tensor] = field(default_factory=list)  # what clip_grad_norm_ returned this step
     clip_at: float | None = None
@@ -164,6 +164,7 @@ class PendingStep:
     epoch_batches: int | None = None
     planned_steps: int | None = None
     compute_seconds: float | None = None
+    norm_every: int = 1
     ready: Any = None  # a CUDA event when any tensor lives on a GPU
 
 
@@ -203,8 +204,12 @@ class Agent:
         self._backward_since_step = 0
         self._zeroed: tuple[int, str] | None = None  # (backward passes so far, site) of the latest zero_grad after a backward
         self._backward_at_step: dict[int, int] = {}  # id(optimizer) -> backward passes so far at its latest step
-        self._norms: list[torch.Tensor] = []
-        self._layer: tuple[list[str], list[torch.Tensor]] | None = None
+        self._norms: list[torch.Tensor | float] = []
+        self._layer: tuple[list[str], list[torch.Tensor | float]] | None = None
+        self._layers_owed = False  # a per-layer step came while the norms were not due: the next due step takes them
+        self._unchecked_losses: list[torch.Tensor] = []  # on a GPU: checked with the gradients, one device sync a step
+        self.parameter_lists = ParameterLists()
+        self.norm_sampler = NormSampler()
         self._clipped: list[torch.Tensor] = []
         self._clip_at: float | None = None
         self._stepped = False
@@ -691,16 +696,23 @@ class Agent:
         self.facts.tag_graph(tensor, self.step + 1, "loss")
         if self._primary is None and not self.manual_updates and self.facts.backward_total % 5 == 0:
             self._report_findings()
-        value = loss.item() if self.config.break_on_nan else 0.0  # one host sync, only while armed
+        value = 0.0
+        if self.config.break_on_nan and blocks_host(loss):
+            self._unchecked_losses.append(loss)  # read with the step's gradients: one device sync a step
+        elif self.config.break_on_nan:
+            value = loss.item()  # a CPU scalar: no device to wait for
         if not math.isfinite(value):
-            self.event("nonfinite_loss", f"non-finite loss ({value:g}) before backward")
-            self.remember_failure("non-finite loss before backward")
-            frame = user_frame()
-            if self.failure.step == self.step + 1 and self.failure.loss is None and frame is not None:
-                self.failure.loss, self.failure.held_frame = loss, HeldFrame.of(frame)
-            self.control.break_on_nonfinite("non-finite loss before backward", "backward")
+            self._break_on_loss(loss, value, "before backward", "backward")
         else:
             self.control.safe_point("backward")
+
+    def _break_on_loss(self, loss: torch.Tensor, value: float, when: str, where: str) -> None:
+        self.event("nonfinite_loss", f"non-finite loss ({value:g}) {when}")
+        self.remember_failure(f"non-finite loss {when}")
+        frame = user_frame()
+        if self.failure.step == self.step + 1 and self.failure.loss is None and frame is not None:
+            self.failure.loss, self.failure.held_frame = loss, HeldFrame.of(frame)
+        self.control.break_on_nonfinite(f"non-finite loss {when}", where)
 
     def _check_stale_grads(self) -> None:
         """At the first backward since the last step, on sampled steps: were the gradients reset?"""
@@ -741,11 +753,8 @@ class Agent:
         if not self.manual_updates or self.probes.replaying or (self.model is None and not self._leaves):
             return
         tensors = self.model.parameters() if self.model is not None else self._leaves
-        params = [p for p in tensors if p.grad is not None and not p.grad.is_sparse]
-        self._norms = per_parameter_norms(params)
-        if self._wants_layers():
-            self._layer = ([self._param_name(p, i) for i, p in enumerate(params)], self._norms)
-        self._check_gradients_finite(self._norms)
+        self._norms = []
+        self._take_norms(lambda: [p for p in tensors if p.grad is not None and not p.grad.is_sparse], primary=True)
 
     def _report_findings(self) -> None:
         for code, text, details in self.facts.new_findings(self.step):
@@ -815,9 +824,8 @@ class Agent:
 
     def gradients_ready(self, optimizer: torch.optim.Optimizer) -> None:
         """The gradients the optimizer is about to apply: their norms, and a break if not finite."""
-        params = parameters_with_grad(optimizer)
         step = self.step + 1
-        self._check_wiped(optimizer, params)
+        self._check_wiped(optimizer)
         if step == 1 and not self.checkpoints and self.config.break_on_nan:
             self.checkpoints.append((0, self.take_snapshot()))  # the state before the first update
         if optimizer is self._primary() and self.model is not None and sampled(step):
@@ -827,13 +835,26 @@ class Agent:
             if step <= 2:  # every optimizer made: at step 1 an actor's may not have stepped yet after the critic's
                 self.facts.check_parameters(self.model, [*self.optimizers, *self.created_optimizers])
                 self._watch_head(step)
-        norms = per_parameter_norms(params)
-        if not norms:
+        self._take_norms(lambda: self.parameter_lists.with_grad(optimizer), primary=optimizer is self._primary())
+
+    def _take_norms(self, parameters: Callable[[], list[torch.Tensor]], primary: bool) -> None:
+        """The step's gradient norms. While break-on-NaN is armed, at every step: read at once (with the
+        losses not yet checked) and a break if they are not finite, before the optimizer applies them. Else
+        on the steps the sampler says they are due."""
+        started = time.perf_counter()
+        self._layers_owed = self._layers_owed or (primary and self._wants_layers())
+        due = self.config.break_on_nan or self.norm_sampler.due(self.step + 1)  # armed: the check needs them
+        params = parameters() if due else []
+        norms = stacked_norms(params)
+        if self.config.break_on_nan and (norms is not None or self._unchecked_losses):
+            norms = self._check_finite(norms)
+        if norms is None:
             return
-        self._norms.extend(norms)
-        if self._wants_layers() and optimizer is self._primary():
-            self._layer = ([self._param_name(p, i) for i, p in enumerate(params)], norms)
-        self._check_gradients_finite(norms)
+        parts = norms if isinstance(norms, list) else [norms]
+        self._norms.extend(parts)
+        if primary and self._layers_owed:
+            self._layer, self._layers_owed = ([self._param_name(p, i) for i, p in enumerate(params)], parts), False
+        self.norm_sampler.measured(time.perf_counter() - started)
 
     def _watch_head(self, step: int) -> None:
         """Keep the output layer's first weights: the module that made the loss's input, else the last layer
@@ -845,13 +866,14 @@ class Agent:
             if head is not None and self.facts.head is None:
                 self.facts.head = watch_head(head, self.model, step, [*self.optimizers, *self.created_optimizers])
 
-    def _check_wiped(self, optimizer: torch.optim.Optimizer, params: list[torch.Tensor]) -> None:
+    def _check_wiped(self, optimizer: torch.optim.Optimizer) -> None:
         """A zero_grad after this step's backward passes, with no backward since: the step applies nothing."""
         zeroed, backward_total = self._zeroed, self.facts.backward_total
         previous = self._backward_at_step.get(id(optimizer), 0)
         self._backward_at_step[id(optimizer)] = backward_total
         if zeroed is None or zeroed[0] != backward_total or backward_total <= previous:
             return
+        params = self.parameter_lists.with_grad(optimizer)
         with torch.no_grad():
             if params and bool(torch.stack([p.grad.detach().abs().sum() for p in params]).sum() != 0):
                 return
@@ -859,12 +881,21 @@ class Agent:
         self.facts.wiped_grads.append((self.step + 1, zeroed[1], str(site) if site else "?"))
         del self.facts.wiped_grads[:-20]
 
-    def _check_gradients_finite(self, norms: list[torch.Tensor]) -> None:
-        if self.config.break_on_nan and norms:
-            total = total_norm_now(norms)
-            if not math.isfinite(total):
-                self.event("nonfinite_grad", f"non-finite gradient norm ({total:g}) before optimizer step")
-                self.control.break_on_nonfinite("non-finite gradient before the optimizer step", "before_step")
+    def _check_finite(self, norms: torch.Tensor | None) -> list[float] | None:
+        """The step's one host read while armed: the gradient norms and, on a GPU, the losses of its backward
+        passes (one transfer). A break at the first non-finite one; the norms' values are returned."""
+        losses, self._unchecked_losses = self._unchecked_losses, []
+        parts = ([torch.stack([loss.reshape(()) for loss in losses]).float()] if losses else []) + \
+                ([norms.float()] if norms is not None else [])
+        values = values_of([torch.cat(parts)] if len(parts) == 2 and parts[0].device == parts[1].device else parts)
+        loss_values, norm_values = values[:len(losses)], values[len(losses):]
+        bad = next((i for i, value in enumerate(loss_values) if not math.isfinite(value)), None)
+        if bad is not None:
+            self._break_on_loss(losses[bad], loss_values[bad], "(read before the optimizer step)", "before_step")
+        elif norms is not None and not math.isfinite(total := total_of(norm_values)):
+            self.event("nonfinite_grad", f"non-finite gradient norm ({total:g}) before optimizer step")
+            self.control.break_on_nonfinite("non-finite gradient before the optimizer step", "before_step")
+        return norm_values if norms is not None else None
 
     def after_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self.probes.replaying:
@@ -939,7 +970,9 @@ class Agent:
             skipped=skipped, backward_calls=self._backward_calls, clipped=self._clipped, clip_at=self._clip_at,
             epoch_batch=self._position[0], epoch_batches=self._position[1], planned_steps=self._planned,
             compute_seconds=self._compute_seconds,
+            norm_every=1 if self.config.break_on_nan else self.norm_sampler.every,
         )
+        self.norm_sampler.step_took(record.step_seconds)
         self._clipped, self._clip_at, self._compute_seconds = [], None, None
         self.facts.observe_lr(self.step, record.lrs[0] if record.lrs else None)
         if self._layer is not None:
@@ -948,6 +981,7 @@ class Agent:
             record.ready = torch.cuda.Event()
             record.ready.record()
         self._losses, self._norms, self._layer, self._backward_calls = [], [], None, 0
+        self._unchecked_losses = []
         self._backward_since_step, self._loss_calls, self._loss_targets = 0, 0, []
         self.facts.step_done()
         self._last_step_end = now
@@ -1030,7 +1064,7 @@ def to_step(record: PendingStep) -> Step:
     if record.ready is not None:
         record.ready.synchronize()
     losses = [float(t) for t in record.losses]
-    norms = [float(t) for t in record.norms]
+    norms = values_of(record.norms)
     step = Step(
         step=record.step, time=record.time, backward_calls=record.backward_calls,
         loss=sum(losses) / record.backward_calls if losses else None,
@@ -1040,10 +1074,10 @@ def to_step(record: PendingStep) -> Step:
         cuda_allocated=record.cuda_allocated, skipped=record.skipped, clip_at=record.clip_at,
         norm_before_clip=total_of([float(t) for t in record.clipped]) if record.clipped else None,
         epoch_batch=record.epoch_batch, epoch_batches=record.epoch_batches, planned_steps=record.planned_steps,
-        compute_seconds=record.compute_seconds,
+        compute_seconds=record.compute_seconds, norm_every=record.norm_every,
     )
     if record.layer_norms is not None:
-        step.layer_norms = dict(zip(record.layer_names, (float(t) for t in record.layer_norms)))
+        step.layer_norms = dict(zip(record.layer_names, values_of(record.layer_norms)))
     return step
 
 

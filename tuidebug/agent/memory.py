@@ -6,6 +6,7 @@ are read only once the script itself has initialised CUDA: tuidebug never initia
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 
@@ -16,10 +17,36 @@ from tuidebug.protocol import Device, Memory
 
 
 _PROCESS = psutil.Process()
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+class _Statm:
+    """/proc/self/statm kept open and read with one pread (about 1 us, against psutil's 18 us). Reopened
+    in a forked process: the open file still names the parent's."""
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._pid = 0
+
+    def read(self) -> tuple[int, int] | None:
+        """(resident, address space) in bytes, or None where /proc is not there."""
+        try:
+            if self._pid != os.getpid():
+                self._fd, self._pid = os.open("/proc/self/statm", os.O_RDONLY), os.getpid()
+            size, resident = os.pread(self._fd, 128, 0).split()[:2]
+        except (OSError, ValueError):
+            return None
+        return int(resident) * _PAGE_BYTES, int(size) * _PAGE_BYTES
+
+
+_STATM = _Statm()
 
 
 def process_memory() -> tuple[int, int]:
-    """This process's resident memory and address space in bytes (about 10 us: read every few steps)."""
+    """This process's resident memory and address space in bytes (about 1 us on Linux: read at step ends)."""
+    read = _STATM.read()
+    if read is not None:
+        return read
     info = _PROCESS.memory_info()
     return info.rss, info.vms
 
