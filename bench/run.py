@@ -19,6 +19,11 @@
    steps bare and under the agent: the agent's extra RSS at the end and at the peak; and the batch
    inspector on the 512 MiB batch of a paused run: seconds to its report, and the peak extra RSS
    while it summarises (``--big-batches-only`` runs just these).
+7. Scale: the step-time ratio as the work grows, one group of three processes per point as in 1.: 10,
+   1,000 and 10,000 parameter tensors, and steps of about 0.3, 3 and 30 ms; at each, the host reads of
+   tensor values the agent adds per step on the training thread (each a device sync on a GPU). Two
+   points again with break-on-NaN off, where the gradient norms may be sampled (``--scale-only`` runs
+   just these).
 
 This process never imports torch, like the TUI. Results are also written to .bench/latest.json.
 """
@@ -57,6 +62,11 @@ BIG_BATCH_MIB = (1, 64, 512)
 RESULTS = ROOT / ".bench" / "latest.json"
 MiB = 1024 * 1024
 GROUPS = {"cnn": 5, "mlp": 3}  # the CNN's step time varies more from process to process
+# The scale points: workload, steps per segment (about a second's worth or more), break-on-NaN armed
+# ("screen": the TUI's default, under the real screen in a tmux terminal).
+SCALE_POINTS = [("tensors-10", 200, True), ("tensors-1000", 15, True), ("tensors-10000", 3, True),
+                ("step-0.3ms", 300, True), ("mlp", 60, True), ("step-30ms", 20, True),
+                ("step-0.3ms", 300, False), ("tensors-10000", 3, False), ("step-15ms", 40, "screen")]
 
 # The sender: an agent-like peer that handshakes and streams Step frames as fast as it can encode them.
 SENDER = """
@@ -88,7 +98,7 @@ def default_options() -> dict[str, Any]:
 class Worker:
     """A workload process that runs one segment of steps per request: bare, or under the agent."""
 
-    def __init__(self, args: list[str], agent: bool, fifo: Path) -> None:
+    def __init__(self, args: list[str], agent: bool, fifo: Path, options: dict[str, Any] | None = None) -> None:
         os.mkfifo(fifo)
         self.args = [*args, "--control", str(fifo)]
         self.lines: queue.Queue[str] = queue.Queue()
@@ -96,7 +106,8 @@ class Worker:
         if agent:
             self.session = Session(str(WORKLOAD), self.args)
             self.session.subscribe(lambda kind, line: self.lines.put(line.text) if kind == "output" else None)
-            self.run = ChildRun(Target(str(WORKLOAD), self.args), self.session, default_options(), capture_output=True)
+            self.run = ChildRun(Target(str(WORKLOAD), self.args), self.session, options or default_options(),
+                                capture_output=True)
             self.run.start()
             self.process = self.run.process
         else:
@@ -145,24 +156,81 @@ class Worker:
                 return json.loads(line)
 
 
+class ScreenWorker(Worker):
+    """The workload under the real screen: ``tuidebug`` in a tmux pane of a private tmux server (a real
+    terminal, 120x40), its segments' results through a file, and the screen process's CPU time."""
+
+    def __init__(self, args: list[str], fifo: Path) -> None:
+        os.mkfifo(fifo)
+        self.results = fifo.with_suffix(".results")
+        self.results.touch()
+        self.args = [*args, "--control", str(fifo), "--results", str(self.results)]
+        self.tmux = ["tmux", "-L", f"tuidebug-bench-{os.getpid()}", "-f", os.devnull]
+        command = " ".join([str(Path(sys.executable).parent / "tuidebug"), str(WORKLOAD), *self.args])
+        subprocess.run([*self.tmux, "new-session", "-d", "-x", "120", "-y", "40", "-s", "bench",
+                        f"unset COLUMNS LINES; {command}; sleep 600"], check=True)
+        shell = psutil.Process(int(subprocess.run([*self.tmux, "display-message", "-p", "-t", "bench", "#{pane_pid}"],
+                                                  capture_output=True, text=True, check=True).stdout))
+        self.session = None
+        self.screen = self._wait(lambda: next((c for c in shell.children() if "tuidebug" in " ".join(c.cmdline())), None))
+        self.process = self  # Worker._open asks it whether the workload is still there
+        self.steps = int(args[args.index("--segment-steps") + 1])
+        self.read = 0
+        self.control = self._open(fifo)
+
+    @staticmethod
+    def _wait(find: Any) -> Any:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = find()
+            if found is not None:
+                return found
+            time.sleep(0.05)
+        raise SystemExit("bench: tuidebug did not start in the tmux pane")
+
+    def poll(self) -> int | None:
+        return None if self.screen.is_running() else 1
+
+    def segment(self) -> dict[str, Any]:
+        before = sum(self.screen.cpu_times()[:2])
+        result = super().segment()
+        result["screen_cpu"] = (sum(self.screen.cpu_times()[:2]) - before) / (result["mean_step"] * self.steps)
+        return result
+
+    def _result(self) -> dict[str, Any]:
+        def line() -> str | None:
+            lines = self.results.read_text().splitlines()
+            return lines[self.read] if len(lines) > self.read else None
+        found = self._wait(line)
+        self.read += 1
+        return json.loads(found)
+
+    def finish(self) -> dict[str, Any]:
+        self.control.close()
+        subprocess.run([*self.tmux, "kill-server"], capture_output=True)
+        return {}
+
+
 def step_time(model: str, pairs: int, segments: int, segment_steps: int, warmup: int, scratch: Path,
-              count_reads: bool = False) -> dict[str, Any]:
+              count_reads: bool = False, options: dict[str, Any] | None = None, screen: bool = False) -> dict[str, Any]:
     """Per process group: a bare, a second bare (the control) and an agent process take turns, one
     segment each, in ABC CBA order; the agent is compared with the mean of the two bare processes.
     Two identical bare processes can differ by several percent for the whole of their lives (memory
     placement, most on the CNN), so the figure is the median over several groups."""
-    ratios, mean_ratios, controls, bare_ms, agent_ms, reads = [], [], [], [], [], []
+    ratios, mean_ratios, controls, bare_ms, agent_ms, reads, screen_cpu = [], [], [], [], [], [], []
     for group in range(pairs):
         args = [model, "--warmup", str(warmup), "--segment-steps", str(segment_steps)] + ["--count-reads"] * count_reads
-        workers = {name: Worker(args, agent=name == "agent", fifo=scratch / f"{model}-{group}-{name}")
-                   for name in ("bare", "control", "agent")}
+        workers = {name: Worker(args, agent=name == "agent", fifo=scratch / f"{model}-{group}-{name}", options=options)
+                   for name in ("bare", "control")}
+        fifo = scratch / f"{model}-{group}-agent"
+        workers["agent"] = ScreenWorker(args, fifo) if screen else Worker(args, True, fifo, options)
         figures: dict[str, list[dict[str, Any]]] = {name: [] for name in workers}
         for index in range(segments):
             for name in (list(workers) if index % 2 == 0 else list(reversed(workers))):
                 figures[name].append(workers[name].segment())
         workers["bare"].finish()
         workers["control"].finish()
-        received = workers["agent"].finish()["steps_received"]
+        received = workers["agent"].finish().get("steps_received", warmup + segments * segment_steps)
         if received != warmup + segments * segment_steps:
             raise SystemExit(f"bench: {received} of {warmup + segments * segment_steps} steps reached the TUI side")
 
@@ -176,6 +244,8 @@ def step_time(model: str, pairs: int, segments: int, segment_steps: int, warmup:
         controls.append(ratio("control", bare=("bare",)))
         bare_ms.append(statistics.median(f["median_step"] for f in figures["bare"] + figures["control"]) * 1e3)
         agent_ms.append(statistics.median(f["median_step"] for f in figures["agent"]) * 1e3)
+        if screen:
+            screen_cpu.append(statistics.median(f["screen_cpu"] for f in figures["agent"]))
         if count_reads:  # the agent's own: the script's optimizer reads its CPU step counters too
             reads.append(max(f["reads_per_step"] for f in figures["agent"]) - min(f["reads_per_step"] for f in figures["bare"]))
         print(f"  {model} group {group + 1}: agent / bare {ratios[-1]:.3f} (mean steps {mean_ratios[-1]:.3f}), "
@@ -183,7 +253,30 @@ def step_time(model: str, pairs: int, segments: int, segment_steps: int, warmup:
     return {"ratio": statistics.median(ratios), "mean_ratio": statistics.median(mean_ratios),
             "control": statistics.median(controls), "ratios": ratios, "controls": controls,
             "bare_ms": statistics.median(bare_ms), "agent_ms": statistics.median(agent_ms),
-            "agent_reads_per_step": max(reads) if reads else None}
+            "agent_reads_per_step": max(reads) if reads else None,
+            "screen_cpu": statistics.median(screen_cpu) if screen_cpu else None}
+
+
+def scale(segments: int) -> list[dict[str, Any]]:
+    """Each scale point: one group of a bare, a control bare and an agent process taking turns."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tuidebug-bench-") as scratch:
+        for index, (model, segment_steps, armed) in enumerate(SCALE_POINTS):
+            folder = Path(scratch) / str(index)
+            folder.mkdir()
+            figures = step_time(model, 1, segments, segment_steps, max(5, segment_steps), folder, count_reads=True,
+                                options={**default_options(), "break_on_nan": bool(armed)}, screen=armed == "screen")
+            rows.append({"workload": model, "break_on_nan": bool(armed), "screen": armed == "screen", **figures})
+    return rows
+
+
+def print_scale(rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        where = "under the screen" if row["screen"] else f"break-on-NaN {'on ' if row['break_on_nan'] else 'off'}"
+        print(f"  scale {row['workload']:13} {where}: agent / bare {row['ratio']:.3f} (median step "
+              f"{row['agent_ms']:.3f} ms vs {row['bare_ms']:.3f} ms; control {row['control']:.3f}); the agent's host "
+              f"reads per step {row['agent_reads_per_step']:.2f}"
+              + (f"; the screen process used {row['screen_cpu']:.0%} of a core" if row["screen"] else ""))
 
 
 def protocol_throughput(count: int) -> dict[str, Any]:
@@ -414,6 +507,8 @@ def main() -> None:
     parser.add_argument("--verdict-runs", type=int, default=3, help="diagnose runs per example (default 3)")
     parser.add_argument("--big-batch-steps", type=int, default=6)
     parser.add_argument("--big-batches-only", action="store_true", help="only the big-batch rows (6.), not saved")
+    parser.add_argument("--scale-segments", type=int, default=6, help="segments per process at each scale point")
+    parser.add_argument("--scale-only", action="store_true", help="only the scale table (7.), not saved")
     args = parser.parse_args()
     began = time.perf_counter()
     print(f"tuidebug bench on {platform.machine()} ({psutil.cpu_count()} CPUs), python {platform.python_version()}",
@@ -422,6 +517,11 @@ def main() -> None:
         batches = big_batches(args.big_batch_steps)
         print("\nresults")
         print_big_batches(batches)
+        return
+    if args.scale_only:
+        rows = scale(args.scale_segments)
+        print("\nresults")
+        print_scale(rows)
         return
 
     groups = {model: args.groups or default for model, default in GROUPS.items()}
@@ -442,6 +542,8 @@ def main() -> None:
     batches = big_batches(args.big_batch_steps)
     print("two ranks: a 2-rank DDP job under torchrun, bare and under tuidebug, 3 runs each...", flush=True)
     ranks = two_ranks(3)
+    print("scale: 10 to 10,000 tensors, 0.3 to 30 ms steps, one group each...", flush=True)
+    rows = scale(args.scale_segments)
 
     print("\nresults")
     for model, figures in steps.items():
@@ -467,11 +569,12 @@ def main() -> None:
     print(f"  two ranks (DDP, gloo): step time ratio {ranks['ratio']:.3f} (rank 0's median step "
           f"{ranks['agent_ms']:.3f} ms vs {ranks['bare_ms']:.3f} ms; runs {', '.join(f'{r:.3f}' for r in ranks['ratios'])}"
           + (f"; failed and retried: {', '.join(ranks['failures'])}" if ranks["failures"] else "") + ")")
+    print_scale(rows)
     elapsed = time.perf_counter() - began
     print(f"  bench took {elapsed:.0f} s")
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps({"step_time": steps, "protocol": wire, "agent_memory": memory,
-                                   "first_frame_s": frames, "time_to_verdict": verdicts, "big_batches": batches, "two_ranks": ranks,
+                                   "first_frame_s": frames, "time_to_verdict": verdicts, "big_batches": batches, "two_ranks": ranks, "scale": rows,
                                    "seconds": elapsed},
                                   indent=2))
 

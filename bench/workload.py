@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, TensorDataset
 # small heads over one input: a module call per two tensors, as in a deep network), and MLPs whose bare
 # step takes about 0.3 ms and 30 ms on a 2-core VM (the "mlp" takes about 3 ms).
 WIDE_HEADS = {"tensors-10": 5, "tensors-1000": 500, "tensors-10000": 5000}
-SCALE_MLP = {"step-0.3ms": (16, 16, 8), "step-30ms": (784, 1024, 256)}  # inputs, width, batch
+SCALE_MLP = {"step-0.3ms": (16, 16, 8), "step-15ms": (784, 768, 192), "step-30ms": (784, 1024, 256)}  # inputs, width, batch
 READS = ("item", "tolist", "cpu", "numpy", "__float__", "__bool__", "__int__")
 
 
@@ -95,6 +95,7 @@ def main() -> None:
     parser.add_argument("--segment-steps", type=int, default=40)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--count-reads", action="store_true", help="count the host reads of tensor values per step")
+    parser.add_argument("--results", help="also append each segment's JSON line to this file (under the screen)")
     args = parser.parse_args()
     reads = ReadCounter() if args.count_reads else None
     torch.set_num_threads(args.threads)
@@ -131,6 +132,9 @@ def main() -> None:
                 if reads:
                     segment["reads_per_step"] = (reads.count - before) / args.segment_steps
                 print(json.dumps(segment), flush=True)
+                if args.results:
+                    with open(args.results, "a") as results:
+                        results.write(json.dumps(segment) + "\n")
     else:
         times = run(args.steps - args.warmup)
         summary = {"median_step": statistics.median(times), "mean_step": statistics.mean(times)}

@@ -82,7 +82,7 @@ class ChartPane(Horizontal):
         self._key = key
         chart = self.chart(data, limit)
         if compact:
-            self.query_one(".spark", Static).update(compact_text(chart, shown.size.width))
+            self.query_one(".spark", Static).update(compact_text(chart, shown.size.width), layout=False)
         else:
             self._draw(self.query_one(PlotextPlot), chart)
 
@@ -112,7 +112,7 @@ class ChartPane(Horizontal):
         plt.title(legend(chart))
         plt.xlabel(chart.xlabel)
         plot.refresh()
-        self.query_one(".figures", Static).update(figures_text(chart))
+        self.query_one(".figures", Static).update(figures_text(chart), layout=False)  # sized by the stylesheet
 
 
 def legend(chart: Chart) -> str:

@@ -21,6 +21,7 @@ from tuidebug.screens.charts import ALL_RANKS, ChartPane, GradPane, LossPane, Me
 from tuidebug.screens.dialogs import RunToStepScreen
 from tuidebug.screens.feed import Feed
 from tuidebug.screens.footer import KeysFooter
+from tuidebug.screens.framerate import FramePacer
 from tuidebug.screens.header import SCRIPT_OVER, RunHeader
 from tuidebug.screens.layers import LayerTableScreen
 from tuidebug.screens.inspector import InspectorScreen
@@ -55,6 +56,8 @@ class DashboardScreen(Screen[None]):
         Binding("o", "output", "Output", id="dashboard.output",
                 tooltip="The script's output, full screen: follow, search (/), wrap (w)"),
         Binding("n", "toggle_nan", "NaN", id="dashboard.nan", tooltip="Pause at the first NaN/Inf loss or gradient"),
+        Binding("f", "toggle_frame_cost", "Frames", id="dashboard.frames", show=False,
+                tooltip="The screen's own CPU use and frame rate, in the header"),
         Binding("q", "app.quit", "Quit", id="dashboard.quit",
                 tooltip="Quit (asks first while the script runs; ctrl+c too)"),
     ]
@@ -69,6 +72,8 @@ class DashboardScreen(Screen[None]):
         self._state = ""
         self._clock = ""
         self._tree_opened = False
+        self._pacer = FramePacer(FRAME_SECONDS)
+        self._show_cost = False
 
     def compose(self) -> ComposeResult:
         yield RunHeader(self.child.target.display, id="header")
@@ -107,8 +112,8 @@ class DashboardScreen(Screen[None]):
 
     def redraw(self) -> None:
         version = self.session.version
-        if version == self._version:
-            self._tick_clock()
+        if version == self._version or (self._version != -1 and not self._pacer.due()):
+            self._tick_clock()  # new figures wait for the next frame the screen's budget allows
             return
         self._version = version
         with self.app.batch_update():
@@ -117,6 +122,7 @@ class DashboardScreen(Screen[None]):
             for pane in self.query(ChartPane):
                 pane.refresh_from(self.session)
             self._show_header()
+        self._pacer.drawn()
         if self.session.state != self._state:
             self._state = self.session.state
             self.refresh_bindings()  # pause or resume, step or not
@@ -149,7 +155,7 @@ class DashboardScreen(Screen[None]):
 
     def _show_header(self) -> None:
         self._clock = f"{self.session.elapsed:.0f}"
-        self.query_one(RunHeader).show(self.session, self.break_on_nan)
+        self.query_one(RunHeader).show(self.session, self.break_on_nan, self._pacer.text() if self._show_cost else None)
 
     # --- keys -------------------------------------------------------------------------------
 
@@ -206,6 +212,10 @@ class DashboardScreen(Screen[None]):
             self.break_on_nan = not self.break_on_nan
             self._show_header()
             self.notify(f"Break on NaN/Inf {'on' if self.break_on_nan else 'off'}")  # the header may be cut off
+
+    def action_toggle_frame_cost(self) -> None:
+        self._show_cost = not self._show_cost
+        self._show_header()
 
     def action_toggle_log(self) -> None:
         pane = self.query_one(LossPane)

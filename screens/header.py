@@ -49,27 +49,35 @@ class RunHeader(Static):
     def __init__(self, script: str, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.script = script
+        self._shown: Text | None = None
 
-    def show(self, session: Session, break_on_nan: bool) -> None:
+    def show(self, session: Session, break_on_nan: bool, own_cost: str | None = None) -> None:
         width = self.content_size.width or self.app.size.width - 2  # before the first layout
         with session.lock:
-            text = header_text(session, self.script, break_on_nan, width)
-        self.update(text)
+            text = header_text(session, self.script, break_on_nan, width, own_cost)
+        if self._shown is not None and text == self._shown:
+            return
+        # The screen's layout is redone only when the header gains or loses a line: a layout repaints the
+        # whole screen, a plain refresh only the header (most of the screen's cost at 4 frames a second).
+        self.update(text, layout=self._shown is None or text.plain.count("\n") != self._shown.plain.count("\n"))
+        self._shown = text
 
 
 GAP = "  "
 
 
-def header_text(session: Session, script: str, break_on_nan: bool, width: int = 200) -> Text:
+def header_text(session: Session, script: str, break_on_nan: bool, width: int = 200, own_cost: str | None = None) -> Text:
     """Line 1: tuidebug, pid, device, the NaN break, then the script (the one part that may be cut,
     from its end, after its folders went). Line 2: the state, the figures always shown, the state's
-    detail (why it paused) if it fits, else on line 3, then the figures that fit."""
+    detail (why it paused) if it fits, else on line 3, then the figures that fit, the screen's own
+    cost first when asked for (``own_cost``)."""
     pid = session.pid if session.pid is not None else "-"
     facts = Text.assemble(("tuidebug", "bold"), GAP, f"pid {pid}", GAP, device_text(session),
                           GAP, f"NaN break {'on' if break_on_nan else 'off'}")
     first = facts + Text(GAP + script_text(script, width - facts.cell_len - len(GAP)))
     state, detail = state_text(session)
     needed, optional = progress_facts(session)
+    optional = [own_cost, *optional] if own_cost else optional
     second = Text.assemble((state.upper(), STATE_STYLES.get(state.split(",")[0], "bold")))
     room = width - second.cell_len - len(GAP)
     lines = [first, second]

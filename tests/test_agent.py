@@ -96,11 +96,17 @@ def test_break_at_step_pauses_after_that_step(start_run):
     assert session.step == 12 and session.exit_code == 0
 
 
-def test_break_on_nan_loss_pauses_before_backward(start_run):
-    run, session = start_run(STEPS, "--steps", "8", "--nan-at", "6", "--nan-in", "loss", post_mortem=False)
+@pytest.mark.parametrize("script, reason, where", [
+    (STEPS, "non-finite loss before backward", "backward"),
+    # On a GPU the loss is not read at backward (a device sync): it is read with the gradient norms, one
+    # transfer, and a non-finite one still stops the run before the optimizer applies its gradients.
+    (SCRIPTS / "pat_steps_gpu_loss.py", "non-finite loss (read before the optimizer step)", "before_step"),
+], ids=["cpu", "gpu-like"])
+def test_break_on_nan_loss_pauses_before_the_weights_change(start_run, script, reason, where):
+    run, session = start_run(script, "--steps", "8", "--nan-at", "6", "--nan-in", "loss", post_mortem=False)
     wait_for(lambda: paused(session), what="the break on the NaN loss")
 
-    assert session.reason == "non-finite loss before backward" and session.where == "backward"
+    assert session.reason == reason and session.where == where
     assert session.step == 5
     assert weights_now(run, session) == printed(session)[5][1]
     assert any(e.kind == "nonfinite_loss" for e in session.events)
@@ -221,18 +227,26 @@ def test_the_child_process_is_named_after_the_script(start_run):
     assert title == "tuidebug: pat_steps.py --steps 500 --sleep 0.01"
 
 
-def test_break_on_nan_loss_on_a_gpu_pauses_before_the_step(start_run):
-    """On a GPU the loss is not read at backward (a device sync): it is read with the gradient norms, one
-    transfer, and a non-finite one still stops the run before the optimizer applies its gradients."""
-    run, session = start_run(SCRIPTS / "pat_steps_gpu_loss.py", "--steps", "8", "--nan-at", "6", "--nan-in", "loss",
-                             post_mortem=False)
-    wait_for(lambda: paused(session), what="the break on the NaN loss")
+def test_the_gradient_norms_are_sampled_only_beyond_their_budget():
+    """Norms that cost 6% of the step are taken every 3rd step (2% budget); cheap ones at every step; the
+    interval never grows beyond MAX_NORM_EVERY, and follows the step time as it changes."""
+    from tuidebug.agent.gradients import MAX_NORM_EVERY, NormSampler
 
-    assert session.reason == "non-finite loss (read before the optimizer step)" and session.where == "before_step"
-    assert session.step == 5
-    assert weights_now(run, session) == printed(session)[5][1]
-    assert any(e.kind == "nonfinite_loss" for e in session.events)
+    sampler = NormSampler()
+    sampler.measured(60e-6)
+    sampler.step_took(1e-3)
+    assert sampler.every == 3 and [step for step in range(1, 10) if sampler.due(step)] == [3, 6, 9]
 
-    run.command("resume")
-    wait_for(lambda: session.ended, what="the script to end")
-    assert session.step == 8 and session.exit_code == 0
+    cheap = NormSampler()
+    cheap.measured(10e-6)
+    cheap.step_took(10e-3)
+    assert cheap.every == 1 and all(cheap.due(step) for step in range(1, 10))
+
+    tiny = NormSampler()
+    tiny.measured(1e-3)
+    tiny.step_took(1e-5)
+    assert tiny.every == MAX_NORM_EVERY
+
+    for _ in range(100):  # the steps grow tenfold: the norms are taken at every step again
+        sampler.step_took(10e-3)
+    assert sampler.every == 1

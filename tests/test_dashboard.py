@@ -376,3 +376,40 @@ async def test_the_memory_chart_marks_the_leak_slope_once_the_agent_finds_growth
     assert "leak" not in before
     assert "RSS (CPU), MiB  ⡇ RSS  • leak" in after
     assert "leak/step +2.00 MiB" in after
+
+
+async def test_f_shows_the_screens_own_cost_in_the_header(start_run):
+    run, session = start_run(EXAMPLES / "healthy_mlp.py", "--epochs", "1")
+    app = TuidebugApp(run)
+    async with app.run_test(size=WIDER) as pilot:
+        await shows(pilot, "FINISHED, CODE 0")
+        assert "frames/s" not in screen_text(app)
+        await pilot.press("f")
+        await reads(pilot, r"screen \d+% CPU, \d+\.\d frames/s")
+        await pilot.press("f")
+        await until(pilot, lambda: "frames/s" not in screen_text(app), "the cost to leave the header")
+
+
+def test_frames_slow_down_while_the_screen_uses_more_than_its_budget(monkeypatch):
+    """A frame that costs half a core-second in each quarter second stretches the interval until the
+    screen's share is within SCREEN_BUDGET; an idle screen comes back to the base rate."""
+    from tuidebug.screens import framerate
+
+    clock = {"cpu": 0.0, "wall": 0.0}
+    monkeypatch.setattr(framerate.time, "process_time", lambda: clock["cpu"])
+    monkeypatch.setattr(framerate.time, "monotonic", lambda: clock["wall"])
+    pacer = framerate.FramePacer(0.25)
+    for _ in range(40):
+        clock["wall"] += pacer.interval
+        clock["cpu"] += 0.05  # 50 ms of work a frame
+        pacer.drawn()
+    within = 0.05 / framerate.SCREEN_BUDGET  # the interval at which 50 ms a frame is the budget exactly
+    assert within <= pacer.interval <= 2 * within and pacer.share <= framerate.SCREEN_BUDGET
+    assert not pacer.due()
+    for _ in range(40):
+        clock["wall"] += pacer.interval
+        clock["cpu"] += 0.001
+        pacer.drawn()
+    assert pacer.interval == 0.25
+    clock["wall"] += 0.25
+    assert pacer.due()
