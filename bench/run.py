@@ -62,11 +62,14 @@ BIG_BATCH_MIB = (1, 64, 512)
 RESULTS = ROOT / ".bench" / "latest.json"
 MiB = 1024 * 1024
 GROUPS = {"cnn": 5, "mlp": 3}  # the CNN's step time varies more from process to process
-# The scale points: workload, steps per segment (about a second's worth or more), break-on-NaN armed
-# ("screen": the TUI's default, under the real screen in a tmux terminal).
-SCALE_POINTS = [("tensors-10", 200, True), ("tensors-1000", 15, True), ("tensors-10000", 3, True),
-                ("step-0.3ms", 300, True), ("mlp", 60, True), ("step-30ms", 20, True),
-                ("step-0.3ms", 300, False), ("tensors-10000", 3, False), ("step-15ms", 40, "screen")]
+# The scale points: workload, steps per segment (about a second's worth or more), and how the agent runs:
+# "armed" (break-on-NaN on, the default), "off" (break-on-NaN off: the gradient norms may be sampled),
+# "screen" (the default under the real screen, in a tmux terminal) or "gpu" (armed, the losses read as on
+# a GPU, with the gradient norms in one transfer: the count of device syncs a GPU run would make).
+SCALE_POINTS = [("tensors-10", 200, "armed"), ("tensors-1000", 15, "armed"), ("tensors-10000", 3, "armed"),
+                ("step-0.3ms", 300, "armed"), ("mlp", 60, "armed"), ("step-30ms", 20, "armed"),
+                ("step-0.3ms", 300, "off"), ("tensors-10000", 3, "off"), ("step-15ms", 40, "screen"),
+                ("mlp", 60, "gpu")]
 
 # The sender: an agent-like peer that handshakes and streams Step frames as fast as it can encode them.
 SENDER = """
@@ -212,14 +215,15 @@ class ScreenWorker(Worker):
 
 
 def step_time(model: str, pairs: int, segments: int, segment_steps: int, warmup: int, scratch: Path,
-              count_reads: bool = False, options: dict[str, Any] | None = None, screen: bool = False) -> dict[str, Any]:
+              count_reads: bool = False, options: dict[str, Any] | None = None, screen: bool = False,
+              extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """Per process group: a bare, a second bare (the control) and an agent process take turns, one
     segment each, in ABC CBA order; the agent is compared with the mean of the two bare processes.
     Two identical bare processes can differ by several percent for the whole of their lives (memory
     placement, most on the CNN), so the figure is the median over several groups."""
     ratios, mean_ratios, controls, bare_ms, agent_ms, reads, screen_cpu = [], [], [], [], [], [], []
     for group in range(pairs):
-        args = [model, "--warmup", str(warmup), "--segment-steps", str(segment_steps)] + ["--count-reads"] * count_reads
+        args = [model, "--warmup", str(warmup), "--segment-steps", str(segment_steps), *extra] + ["--count-reads"] * count_reads
         workers = {name: Worker(args, agent=name == "agent", fifo=scratch / f"{model}-{group}-{name}", options=options)
                    for name in ("bare", "control")}
         fifo = scratch / f"{model}-{group}-agent"
@@ -261,22 +265,24 @@ def scale(segments: int) -> list[dict[str, Any]]:
     """Each scale point: one group of a bare, a control bare and an agent process taking turns."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="tuidebug-bench-") as scratch:
-        for index, (model, segment_steps, armed) in enumerate(SCALE_POINTS):
+        for index, (model, segment_steps, mode) in enumerate(SCALE_POINTS):
             folder = Path(scratch) / str(index)
             folder.mkdir()
             figures = step_time(model, 1, segments, segment_steps, max(5, segment_steps), folder, count_reads=True,
-                                options={**default_options(), "break_on_nan": bool(armed)}, screen=armed == "screen")
-            rows.append({"workload": model, "break_on_nan": bool(armed), "screen": armed == "screen", **figures})
+                                options={**default_options(), "break_on_nan": mode != "off"}, screen=mode == "screen",
+                                extra=("--reads-as-on-a-gpu",) if mode == "gpu" else ())
+            rows.append({"workload": model, "mode": mode, **figures})
     return rows
 
 
 def print_scale(rows: list[dict[str, Any]]) -> None:
     for row in rows:
-        where = "under the screen" if row["screen"] else f"break-on-NaN {'on ' if row['break_on_nan'] else 'off'}"
-        print(f"  scale {row['workload']:13} {where}: agent / bare {row['ratio']:.3f} (median step "
+        where = {"armed": "break-on-NaN on", "off": "break-on-NaN off", "screen": "under the screen",
+                 "gpu": "reads as on a GPU"}[row["mode"]]
+        print(f"  scale {row['workload']:13} {where:17}: agent / bare {row['ratio']:.3f} (median step "
               f"{row['agent_ms']:.3f} ms vs {row['bare_ms']:.3f} ms; control {row['control']:.3f}); the agent's host "
               f"reads per step {row['agent_reads_per_step']:.2f}"
-              + (f"; the screen process used {row['screen_cpu']:.0%} of a core" if row["screen"] else ""))
+              + (f"; the screen process used {row['screen_cpu']:.0%} of a core" if row["mode"] == "screen" else ""))
 
 
 def protocol_throughput(count: int) -> dict[str, Any]:

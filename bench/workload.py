@@ -14,6 +14,7 @@ small shared box, OpenMP threads that spin while descheduled make step times swi
 import argparse
 import json
 import statistics
+import sys
 import time
 import threading
 from collections.abc import Callable, Iterator
@@ -96,8 +97,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--count-reads", action="store_true", help="count the host reads of tensor values per step")
     parser.add_argument("--results", help="also append each segment's JSON line to this file (under the screen)")
+    parser.add_argument("--reads-as-on-a-gpu", action="store_true",
+                        help="under the agent: it reads the losses as it would on a GPU (with the gradients, once)")
     args = parser.parse_args()
     reads = ReadCounter() if args.count_reads else None
+    if args.reads_as_on_a_gpu and "tuidebug.agent.core" in sys.modules:
+        sys.modules["tuidebug.agent.core"].blocks_host = lambda tensor: True
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model, data, batch_size = build(args.model)

@@ -181,7 +181,7 @@ def _extension(session: Session, options: DiagnoseOptions, deadline: Deadline,
 
 def _epoch_end_in(session: Session, suspect: Event, step_seconds: float) -> float:
     """Seconds until the first pass over the training data ends, at the run's pace."""
-    batches, started = (int(value) for value in suspect.details[:2])
+    batches, started = (int(line.rsplit(" ", 1)[-1]) for line in suspect.details[:2])
     return max(0, started + batches - session.step) * step_seconds
 
 

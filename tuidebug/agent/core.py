@@ -45,9 +45,10 @@ MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss th
 CHECKPOINT_BUDGET = 0.005  # of the step time; the interval stays within [every, 8 * every] steps
 LOADER_RECENT = 2  # a loop fed its latest batch from a DataLoader this few steps ago: it uses one
 MANUAL_PROBES = 32  # backward passes watched for parameters changing without an optimizer
-# A memory reading costs about 2 us (statm) to 18 us (psutil): every ``memory_every`` steps on fast steps, and at every step once a
-# step takes this long (0.5% of it at most). A slow run that runs out of memory after a few dozen steps
-# then still has the readings the growth check needs (facts.GROWTH_SAMPLES over the second half).
+# A memory reading costs about 2 us (/proc/self/statm; psutil's 18 us elsewhere): every ``memory_every``
+# steps on fast steps, and at every step once a step takes this long (0.1% of it at most). A slow run that
+# runs out of memory after a few dozen steps then still has the readings the growth check needs
+# (facts.GROWTH_SAMPLES over the second half).
 MEMORY_EVERY_STEP_SECONDS = 0.002
 
 # The agent of this process, for ``tuidebug.watch``; None when not running under tuidebug.
@@ -921,7 +922,7 @@ class Agent:
             return
         if seen.passes == 1 and not any(other.trained for key, other in self.facts.loaders.items() if key != source):
             self.event("suspect", f"epoch_end: the first pass over the training data ({batches} batches) has not ended",
-                       [str(batches), str(seen.pass_started)])
+                       [f"batches in a pass: {batches}", f"the pass began after step {seen.pass_started}"])
 
     def on_scaler_skipped(self, optimizer: torch.optim.Optimizer, scale: float | None) -> None:
         """GradScaler.step fired no optimizer hook: it skipped the step on inf/NaN gradients."""

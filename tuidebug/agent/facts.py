@@ -648,7 +648,7 @@ class Facts:
         dense = [(name, param) for name, param in trainable if param.grad is not None and not param.grad.is_sparse]
         zeros = {name for name, param in trainable
                  if param.grad is not None and param.grad.is_sparse and not bool(param.grad.detach().any())}
-        norms = stacked_norms([param for _, param in dense])
+        norms = stacked_norms([param for _, param in dense], ord=math.inf)  # largest |value|: no underflow to 0
         if norms is not None:
             zeros.update(name for (name, _), is_zero in zip(dense, (norms == 0).tolist()) if is_zero)
         zero = [name for name, _ in trainable if name in zeros]

@@ -45,12 +45,12 @@ class ParameterLists:
         return [p for p in cached[1] if (grad := p.grad) is not None and not grad.is_sparse]
 
 
-def stacked_norms(params: list[torch.Tensor]) -> torch.Tensor | None:
-    """The 2-norm of each parameter's gradient, in order, as one 1-D tensor."""
+def stacked_norms(params: list[torch.Tensor], ord: float = 2.0) -> torch.Tensor | None:
+    """The ``ord``-norm of each parameter's gradient, in order, as one 1-D tensor."""
     if not params:
         return None
     with torch.no_grad():
-        norms = torch._foreach_norm([p.grad for p in params])
+        norms = torch._foreach_norm([p.grad for p in params], ord)
         try:
             return torch.stack(norms)
         except RuntimeError:  # the gradients span devices (a model split across GPUs): gathered on one
