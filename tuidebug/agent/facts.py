@@ -648,9 +648,10 @@ class Facts:
         dense = [(name, param) for name, param in trainable if param.grad is not None and not param.grad.is_sparse]
         zeros = {name for name, param in trainable
                  if param.grad is not None and param.grad.is_sparse and not bool(param.grad.detach().any())}
-        norms = stacked_norms([param for _, param in dense], ord=math.inf)  # largest |value|: no underflow to 0
-        if norms is not None:
-            zeros.update(name for (name, _), is_zero in zip(dense, (norms == 0).tolist()) if is_zero)
+        norms = stacked_norms([param for _, param in dense])
+        if norms is not None:  # a 2-norm of values near 1e-30 underflows to 0: those few are looked at one by one
+            zeros.update(name for (name, param), is_zero in zip(dense, (norms == 0).tolist())
+                         if is_zero and not bool(param.grad.detach().any()))
         zero = [name for name, _ in trainable if name in zeros]
         self.grad_checks.append((step, no_grad, zero))
         del self.grad_checks[:-20]
