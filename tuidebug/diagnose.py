@@ -35,6 +35,7 @@ from tuidebug.triage import loss_trend, preselect
 HEALTHY, DIAGNOSED, TOOL_ERROR, INCONCLUSIVE = 0, 1, 2, 3
 RERUN_AT = 10  # a second run pauses at this step (or at the first one's non-finite value, at most this much later)
 MAX_RERUNS = 2
+DIAGNOSE_CHECKPOINT_BUDGET = 0.02  # of the training time, for replays that start within the kept batches (agent/core.py)
 STOPPED = ("paused", "ended", "finished", "crashed")
 # A run whose step counter stands still this long (and STALL_FACTOR times its usual step) is stalled.
 STALL_SECONDS = 10.0
@@ -274,7 +275,8 @@ class Runs:
 
 
 def _agent_options(break_at: int) -> dict[str, Any]:
-    return {"break_on_nan": True, "break_at": break_at, "copy_post_mortem": False, "post_mortem": True}
+    return {"break_on_nan": True, "break_at": break_at, "copy_post_mortem": False, "post_mortem": True,
+            "checkpoint_budget": DIAGNOSE_CHECKPOINT_BUDGET}
 
 
 def walk_tree(runs: Runs, options: DiagnoseOptions, deadline: Deadline) -> tuple[Walk, list[str]]:

@@ -42,7 +42,6 @@ from tuidebug.sites import Site, is_user_file, user_frame, user_site
 MAX_LOSSES_PER_STEP = 256
 HISTORY_STEPS = 2048
 MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss the climb to it
-CHECKPOINT_BUDGET = 0.005  # of the step time; the interval stays within [every, 8 * every] steps
 LOADER_RECENT = 2  # a loop fed its latest batch from a DataLoader this few steps ago: it uses one
 MANUAL_PROBES = 32  # backward passes watched for parameters changing without an optimizer
 # A memory reading costs about 2 us (/proc/self/statm; psutil's 18 us elsewhere): every ``memory_every``
@@ -68,6 +67,13 @@ class AgentConfig:
     keep_batches: int = 16
     batch_bytes: int | None = None  # their byte budget; None: a share of the memory they live in (kept_batches)
     checkpoint_every: int = 8
+    # The share of the training time the rolling checkpoints may take: their interval stretches to keep
+    # to it, within [every, 8 * every] steps. 0.5% under the screen. diagnose asks for 2%: its verdicts
+    # replay the steps since a checkpoint with the batches kept for them (keep_batches), and a checkpoint
+    # further back than those replays through the script's loop on other batches, and may not reproduce
+    # the run (at 0.5% a model whose copy takes 2 ms every 16 ms step is copied every 25 steps, and the
+    # verdict then changed from run to run with the step the checkpoint fell on).
+    checkpoint_budget: float = 0.005
     checkpoint_max_params: int = 50_000_000
     memory_every: int = 5  # steps between memory readings at the step boundary (for the leak check)
     copy_post_mortem: bool = True  # after the script ended, probes train a copy (diagnose re-runs instead)
@@ -1002,7 +1008,7 @@ class Agent:
     def _maybe_checkpoint(self, step_seconds: float | None) -> None:
         """While break-on-NaN is armed, keep a recent host copy of the state, so that the NaN probes
         can replay the steps that led to a failure at other rates or with clipping. The interval
-        stretches so that copying costs at most CHECKPOINT_BUDGET of the training time."""
+        stretches so that copying costs at most ``checkpoint_budget`` of the training time."""
         every = self.config.checkpoint_every
         if not self.config.break_on_nan or every <= 0 or self.step < self._next_checkpoint:
             return
@@ -1013,7 +1019,7 @@ class Agent:
         started = time.perf_counter()
         self.checkpoints.append((self.step, self.take_snapshot()))
         cost = time.perf_counter() - started
-        budget_steps = cost / (CHECKPOINT_BUDGET * step_seconds) if step_seconds else every
+        budget_steps = cost / (self.config.checkpoint_budget * step_seconds) if step_seconds else every
         self._next_checkpoint = self.step + min(8 * every, max(every, math.ceil(budget_steps)))
 
     def _wants_layers(self) -> bool:

@@ -137,9 +137,14 @@ def learning_rate(ctx: ProbeContext) -> ProbeOutcome:
         scale = 10.0 ** -exponent
         trial = run_trial(ctx, start, Adjust(lr_scale=scale))
         evidence.append(f"... at lr x{scale:g} ({', '.join(f'{r * scale:.3g}' for r in rates)}): {trial.describe()}")
-        if trial.holds:
+        if trial.learns:
             stable = scale
             break
+        if stable is not None:
+            break  # the decade below the first rate that held level does not make the loss fall either
+        if trial.holds:
+            stable = scale  # finite, the loss level: one decade lower may also make it fall, the fix proven
+            continue
         if not trial.blew_up and finite_only is None:
             finite_only = scale
         if ctx.cancelled() or ctx.time_left() <= 0:
