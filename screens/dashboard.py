@@ -112,8 +112,9 @@ class DashboardScreen(Screen[None]):
 
     def redraw(self) -> None:
         version = self.session.version
-        if version == self._version or (self._version != -1 and not self._pacer.due()):
-            self._tick_clock()  # new figures wait for the next frame the screen's budget allows
+        waits = self._version != -1 and self.session.state == self._state and not self._pacer.due()
+        if version == self._version or waits:
+            self._tick_clock()  # new figures (not a new state: a pause shows at once) wait for the budget's next frame
             return
         self._version = version
         with self.app.batch_update():

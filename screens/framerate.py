@@ -15,18 +15,20 @@ import time
 # with make bench (the screen in a tmux terminal beside a 15 ms-step run): a frame of three charts,
 # the header and the logs at 120x40 costs 10 to 25 ms, so 4 frames a second fit, 10 do not.
 SCREEN_BUDGET = 0.10
-MAX_FRAME_SECONDS = 2.0  # the slowest the charts move, however busy the machine
-SMOOTHING = 0.3  # weight of the newest interval in the running share
+MAX_FRAME_SECONDS = 1.0  # the slowest the charts move, however busy the machine
+# The share is measured over windows this long, from the first frame on: the screen's start (the first
+# layout and render of every widget) and a single slow frame do not slow the frames that follow.
+WINDOW_SECONDS = 2.0
 
 
 class FramePacer:
-    """Says when the next frame is due, from the share of a core the process used since the last."""
+    """Says when the next frame is due, from the share of a core the process used in the last window."""
 
     def __init__(self, frame_seconds: float) -> None:
         self.base = frame_seconds
         self.interval = frame_seconds
-        self.share = 0.0  # of one core, smoothed over the last frames
-        self._cpu, self._wall = time.process_time(), time.monotonic()
+        self.share = 0.0  # of one core, over the last whole window
+        self._window: tuple[float, float] | None = None  # (CPU time, wall time) at its start
         self._next = 0.0
 
     def due(self) -> bool:
@@ -34,17 +36,17 @@ class FramePacer:
         return time.monotonic() >= self._next - self.base / 2
 
     def drawn(self) -> None:
-        """A frame was drawn: the share since the last one sets the next interval."""
+        """A frame was drawn: at the end of a window, its share of a core sets the interval."""
         cpu, wall = time.process_time(), time.monotonic()
-        elapsed = wall - self._wall
-        if elapsed > 0:
-            share = (cpu - self._cpu) / elapsed
-            self.share += SMOOTHING * (share - self.share)
-        self._cpu, self._wall = cpu, wall
-        if self.share > SCREEN_BUDGET:
-            self.interval = min(MAX_FRAME_SECONDS, self.interval * self.share / SCREEN_BUDGET)
-        elif self.share < SCREEN_BUDGET / 2:
-            self.interval = max(self.base, self.interval / 2)
+        if self._window is None:
+            self._window = (cpu, wall)
+        elif wall - self._window[1] >= WINDOW_SECONDS:
+            self.share = (cpu - self._window[0]) / (wall - self._window[1])
+            self._window = (cpu, wall)
+            if self.share > SCREEN_BUDGET:
+                self.interval = min(MAX_FRAME_SECONDS, self.interval * self.share / SCREEN_BUDGET)
+            elif self.share < SCREEN_BUDGET / 2:
+                self.interval = max(self.base, self.interval / 2)
         self._next = wall + self.interval
 
     def text(self) -> str:
