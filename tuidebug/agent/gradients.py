@@ -1,8 +1,8 @@
 """Gradient norms of an optimizer's parameters, at a cost that stays a small share of the step.
 
 Per step: one ``torch._foreach_norm`` over the gradients (fused on a GPU; a loop in C++ on a CPU)
-and one ``torch.stack`` of the results per device, so that reading them is one host transfer per
-device, not one per tensor. A non-finite total is the NaN/Inf flag for the gradients: no separate
+and one ``torch.stack`` of the results (gathered on one device when a model spans several), so that
+reading them is one host transfer, not one per tensor. A non-finite total is the NaN/Inf flag for the gradients: no separate
 ``isfinite`` pass. The list of an optimizer's parameters is kept between steps.
 
 On a CPU each norm costs a few microseconds per tensor: a model of 10,000 tensors would spend 6% of
