@@ -126,11 +126,14 @@ class Worker:
                 descriptor = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
                 break
             except OSError as exc:
-                if exc.errno != errno.ENXIO or self.process.poll() is not None:
+                if exc.errno != errno.ENXIO or not self._alive():
                     raise SystemExit(f"bench: the workload {self.args} did not start: {exc}") from None
                 time.sleep(0.01)
         os.set_blocking(descriptor, True)
         return os.fdopen(descriptor, "w")
+
+    def _alive(self) -> bool:
+        return self.process.poll() is None
 
     def segment(self) -> dict[str, Any]:
         self.control.write("go\n")
@@ -176,7 +179,6 @@ class ScreenWorker(Worker):
                                                   capture_output=True, text=True, check=True).stdout))
         self.session = None
         self.screen = self._wait(lambda: next((c for c in shell.children() if "tuidebug" in " ".join(c.cmdline())), None))
-        self.process = self  # Worker._open asks it whether the workload is still there
         self.steps = int(args[args.index("--segment-steps") + 1])
         self.read = 0
         self.control = self._open(fifo)
@@ -191,8 +193,8 @@ class ScreenWorker(Worker):
             time.sleep(0.05)
         raise SystemExit("bench: tuidebug did not start in the tmux pane")
 
-    def poll(self) -> int | None:
-        return None if self.screen.is_running() else 1
+    def _alive(self) -> bool:
+        return self.screen.is_running()
 
     def segment(self) -> dict[str, Any]:
         before = sum(self.screen.cpu_times()[:2])

@@ -28,7 +28,8 @@ from tuidebug.agent.client import AgentClient
 from tuidebug.agent.crash import FailedLoss, FailedModule, LoaderShape
 from tuidebug.agent.control import Control
 from tuidebug.agent.facts import Facts, LoaderSeen, SchedulerCalls, sampled, watch_head
-from tuidebug.agent.gradients import NormSampler, ParameterLists, blocks_host, stacked_norms, total_of, values_of
+from tuidebug.agent.gradients import (NormSampler, ParameterLists, blocks_host, stacked_norms, total_of, values_of,
+                                     with_dense_grad)
 from tuidebug.agent.kept_batches import KeptBatches
 from tuidebug.agent.memory import process_memory
 from tuidebug.agent.probing import MODEL_CALL, ProbeRuntime, StepInputs
@@ -761,7 +762,7 @@ class Agent:
             return
         tensors = self.model.parameters() if self.model is not None else self._leaves
         self._norms = []
-        self._take_norms(lambda: [p for p in tensors if p.grad is not None and not p.grad.is_sparse], primary=True)
+        self._take_norms(lambda: with_dense_grad(tensors), primary=True)
 
     def _report_findings(self) -> None:
         for code, text, details in self.facts.new_findings(self.step):

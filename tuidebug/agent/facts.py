@@ -345,9 +345,13 @@ class Facts:
         return (f"zero_grad() at {zeroed} runs after backward() and before the optimizer step at {stepped}, at steps "
                 f"{', '.join(str(s) for s, _, _ in self.wiped_grads[-STALE_CHECKS:])}: every step applies no gradient")
 
+    def untrained_head(self) -> HeadWatch | None:
+        """The output layer being watched, if its weights never moved while the rest did."""
+        return self.head if self.head is not None and self.head.untouched() else None
+
     def _head_untrained(self, step: int) -> str | None:
         head = self.head
-        if head is None or step - head.step < HEAD_STEPS or not head.untouched():
+        if head is None or step - head.step < HEAD_STEPS or self.untrained_head() is None:
             return None
         why = ("requires_grad=False" if all(name in self.frozen for name in head.params) else
                "in no optimizer" if all(name in self.not_in_optimizer for name in head.params) else

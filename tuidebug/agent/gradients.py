@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Iterable
 
 import torch
 
@@ -41,7 +42,12 @@ class ParameterLists:
         if cached is None or cached[0] != key:
             cached = (key, [p for group in optimizer.param_groups for p in group["params"]])
             self._lists[optimizer] = cached
-        return [p for p in cached[1] if (grad := p.grad) is not None and not grad.is_sparse]
+        return with_dense_grad(cached[1])
+
+
+def with_dense_grad(params: Iterable[torch.Tensor]) -> list[torch.Tensor]:
+    """The parameters whose gradient exists and is dense (``_foreach_norm`` takes no sparse one), in order."""
+    return [p for p in params if (grad := p.grad) is not None and not grad.is_sparse]
 
 
 def stacked_norms(params: list[torch.Tensor]) -> torch.Tensor | None:

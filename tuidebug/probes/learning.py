@@ -245,7 +245,7 @@ def gradients(ctx: ProbeContext) -> ProbeOutcome:
         evidence.append(f"at step {last[0]}: no gradient for {len(last[1])} ({_names(last[1])}), "
                         f"a zero one for {len(last[2])} ({_names(last[2])})")
     collapsed = ctx.run.facts.lr_collapsed_at
-    head = _untrained_head(facts)
+    head = facts.untrained_head()
     # A frozen output layer is also a recipe (LoRA and adapters keep a pretrained head fixed): it is the cause
     # only in a run that does not learn and whose gradients are reset (stale gradients explain it otherwise).
     if head is not None and all(name in frozen for name in head.params) and facts.never_reset() is None \
@@ -306,7 +306,7 @@ def optimizer(ctx: ProbeContext) -> ProbeOutcome:
             f"register them: self.{attr.rsplit('.', 1)[-1]} = nn.ModuleList([...]) (nn.ModuleDict for a dict), so that "
             "model.parameters() and the optimizer include them", data={"cause": "parameters_not_in_optimizer"})
     missing = facts.not_in_optimizer
-    head = _untrained_head(facts)
+    head = facts.untrained_head()
     if head is not None and all(name in missing for name in head.params):
         path = head.path
         evidence.append(f"{len(missing)} of {facts.trainable} trainable parameters are in no optimizer: {_names(missing)}")
@@ -335,12 +335,6 @@ def optimizer(ctx: ProbeContext) -> ProbeOutcome:
                 "build the optimizer from the model you train, after creating it (and after moving it to the device): "
                 "optimizer = torch.optim.X(model.parameters(), ...)", data={"cause": "parameters_not_in_optimizer"})
     return ProbeOutcome(PASS, "the optimizer holds the model's trainable parameters", evidence)
-
-
-def _untrained_head(facts: Any) -> Any:
-    """The output layer the agent watched, if its weights never moved while the rest did."""
-    head = facts.head
-    return head if head is not None and head.untouched() else None
 
 
 def _attribute_sites(model: torch.nn.Module, attr: str) -> list[Site]:
