@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -12,6 +13,7 @@ import time
 
 import psutil
 import pytest
+import torch
 
 from conftest import SCRIPTS, wait_for
 
@@ -250,3 +252,49 @@ def test_the_gradient_norms_are_sampled_only_beyond_their_budget():
     for _ in range(100):  # the steps grow tenfold: the norms are taken at every step again
         sampler.step_took(10e-3)
     assert sampler.every == 1
+
+
+def test_the_agent_reads_tensor_values_once_a_step_as_on_a_gpu(start_run):
+    """On a GPU each read of a value waits for the device. With break-on-NaN armed the agent reads once a
+    step (losses and gradient norms together), and the checks of the sampled steps (the loss's input
+    range, all-zero gradients) ride along in that one read, yet still find what they look for."""
+    run, session = start_run(SCRIPTS / "reads_as_on_a_gpu.py", "60", post_mortem=False)
+    wait_for(lambda: session.ended, what="the script to end")
+    with session.lock:
+        lines = [line.split() for line in session.output if line.startswith("step ")]
+    reads = {int(words[1]): int(words[-1]) for words in lines}
+    assert sorted(reads) == list(range(1, 61))
+    assert max(reads.values()) == 1 and min(reads.values()) == 1
+    findings = " ".join(e.message for e in session.events if e.kind == "finding")
+    assert "loss_input" in findings and "gets probabilities made by Net (Net) (DivBackward0)" in findings
+    assert "no gradient reached any of the 2 trainable parameter(s)" in findings
+    assert session.exit_code == 0
+
+
+def test_the_norms_of_many_small_gradients_are_torchs_one_by_one():
+    """On a CPU the small gradients are normed flattened in chunks: the same norms, in order, as one
+    norm per tensor, with NaN and Inf where they are; values near 1e-30 do not underflow to 0; a plan
+    kept for another list under the same ids (a parameter's id reused) is not used."""
+    from tuidebug.agent import gradients
+
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(4, 3) for _ in range(40)] + [torch.nn.Linear(100, 100)] + \
+             [torch.nn.Linear(4, 3, dtype=torch.float64) for _ in range(5)]
+    params = [p for layer in layers for p in layer.parameters()]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    params[3].grad[0] = float("nan")
+    params[6].grad[1, 1] = float("inf")
+    params[9].grad.fill_(1e-30)
+    params[11].grad.zero_()
+    expected = [float(torch.linalg.vector_norm(p.grad.double())) for p in params]
+
+    def same(got: torch.Tensor) -> bool:
+        return all(math.isclose(a, b, rel_tol=1e-6) or (math.isnan(a) and math.isnan(b))
+                   for a, b in zip(got.tolist(), expected, strict=True))
+
+    assert same(gradients.stacked_norms(params))
+    assert gradients.stacked_norms(params)[9] > 0 and gradients.stacked_norms(params)[11] == 0
+    others = [torch.nn.Parameter(torch.zeros(2)) for _ in params]
+    gradients._plans[tuple(map(id, params))] = gradients._CpuNormPlan(others)
+    assert same(gradients.stacked_norms(params))

@@ -765,6 +765,7 @@ class Agent:
         self._take_norms(lambda: with_dense_grad(tensors), primary=True)
 
     def _report_findings(self) -> None:
+        self.facts.reads.flush()  # the values the checks queued, when the step read nothing else
         for code, text, details in self.facts.new_findings(self.step):
             if code in ("graphs_kept", "memory_growth", "container_growth"):
                 details = self._find_leak_holders(any_graph=code == "graphs_kept")
@@ -890,12 +891,12 @@ class Agent:
         del self.facts.wiped_grads[:-20]
 
     def _check_finite(self, norms: torch.Tensor | None) -> list[float] | None:
-        """The step's one host read while armed: the gradient norms and, on a GPU, the losses of its backward
-        passes (one transfer). A break at the first non-finite one; the norms' values are returned."""
+        """The step's one host read while armed: the gradient norms, on a GPU the losses of its backward
+        passes, and what the checks queued (one transfer). A break at the first non-finite one; the
+        norms' values are returned."""
         losses, self._unchecked_losses = self._unchecked_losses, []
-        parts = ([torch.stack([loss.reshape(()) for loss in losses]).float()] if losses else []) + \
-                ([norms.float()] if norms is not None else [])
-        values = values_of([torch.cat(parts)] if len(parts) == 2 and parts[0].device == parts[1].device else parts)
+        values = self.facts.reads.read_with(
+            ([torch.stack([loss.reshape(()) for loss in losses])] if losses else []) + ([norms] if norms is not None else []))
         loss_values, norm_values = values[:len(losses)], values[len(losses):]
         bad = next((i for i, value in enumerate(loss_values) if not math.isfinite(value)), None)
         if bad is not None:

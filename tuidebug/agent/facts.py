@@ -9,6 +9,7 @@ SAMPLE_EVERY steps. What is kept is small: a few numbers, names and source lines
 from __future__ import annotations
 
 import collections
+import itertools
 import math
 import re
 import sys
@@ -18,7 +19,8 @@ from typing import Any
 
 import torch
 
-from tuidebug.agent.gradients import stacked_norms
+from tuidebug.agent.gradients import blocks_host, stacked_norms
+from tuidebug.agent.host_reads import HostReads
 from tuidebug.sites import Site, is_user_file, user_site
 
 EARLY_STEPS = 5
@@ -55,6 +57,7 @@ GROWTH_SAMPLES = 8
 GROWTH_BYTES = 256 * 1024
 GROWTH_TOTAL = 32 * 2**20
 GROWTH_RISING = 0.75
+GROWTH_POINTS = 128  # readings looked at, evenly spaced: a steady rise shows as well in 128 as in 1,024
 NO_STEP_BACKWARDS = 5
 # A container of the model grows when, over its last CONTAINER_PASSES sightings (one at the start of each
 # pass over a DataLoader: training and evaluation epochs, Lightning's sanity check included), it never
@@ -88,6 +91,24 @@ GRAPH_CUT_WARNINGS = ("To copy construct from a tensor", "Converting a tensor wi
 REBUILDS = re.compile(r"\b(torch\.(tensor|Tensor|FloatTensor|as_tensor|DoubleTensor)|np\.(array|asarray))\(")
 
 
+def value_ranges(input: torch.Tensor, target: torch.Tensor | None) -> list[torch.Tensor]:
+    """A loss's input range (of its finite values), whether its rows sum to 1 (probabilities), its
+    target's range and whether it had one: six 0-dim tensors, computed where the input lives and read
+    later with the step's other values (``LossCall.fill_ranges``)."""
+    nothing = input.new_full((), math.nan, dtype=torch.float32)
+    low = high = rows_sum_to_one = nothing
+    if input.numel() and input.is_floating_point():
+        finite = torch.isfinite(input)
+        low = torch.where(finite, input, math.inf).min().float()
+        high = torch.where(finite, input, -math.inf).max().float()
+        if input.dim() >= 2:  # as torch.allclose(sums, 1, atol=1e-3) would say, without a read
+            rows_sum_to_one = (input.float().sum(dim=1) - 1).abs().le(1e-3 + 1e-5).all().float()
+    has_target = target is not None and target.numel() > 0
+    target_low = target.detach().min().float() if has_target else nothing
+    target_high = target.detach().max().float() if has_target else nothing
+    return [low, high, rows_sum_to_one, target_low, target_high, nothing.new_full((), float(has_target))]
+
+
 def sampled(step: int) -> bool:
     return step <= EARLY_STEPS or step % SAMPLE_EVERY == 0
 
@@ -112,6 +133,15 @@ class LossCall:
     target_max: float | None = None
     classes: int | None = None
     calls: int = 0
+
+    def fill_ranges(self, numbers: list[float]) -> None:
+        """The values ``value_ranges`` computed, once read (NaN where there was nothing to compute)."""
+        low, high, rows_sum_to_one, target_low, target_high, has_target = numbers
+        if math.isfinite(low):
+            self.input_min, self.input_max = low, high
+            self.rows_sum_to_one = low >= 0 and rows_sum_to_one == 1
+        if has_target == 1:
+            self.target_min, self.target_max = target_low, target_high
 
     @property
     def broadcasts(self) -> bool:
@@ -285,6 +315,7 @@ class Facts:
     numeric_warnings: list[tuple[Site, str]] = field(default_factory=list)  # numpy's, at the user's lines
     graph_cuts: list[tuple[Site, str]] = field(default_factory=list)  # torch's, where a tensor is rebuilt
     reported: set[str] = field(default_factory=set)
+    reads: HostReads = field(default_factory=HostReads)  # the values the checks below wait for, read once a step
     head: HeadWatch | None = None  # the output layer's weights as first seen, to tell whether they ever move
     missing_first: dict[str, torch.Tensor] = field(default_factory=dict)  # parameters in no optimizer, as first seen
 
@@ -543,14 +574,21 @@ class Facts:
         """(bytes per step, growth, steps, what was read) when memory rises steadily after warm-up: over
         the second half of the samples, by more than GROWTH_BYTES a step and GROWTH_TOTAL in all, with
         most readings above the one before."""
-        samples = [(step, cuda if cuda is not None else rss) for step, rss, cuda in self.memory]
-        samples = [(s, b) for s, b in samples if b is not None][len(self.memory) // 2:]
-        if len(samples) < GROWTH_SAMPLES:
+        # This runs at every sampled step: one pass over at most GROWTH_POINTS evenly spaced readings.
+        half = len(self.memory) // 2
+        first = last = previous = None
+        count = rising = 0
+        for step, rss, cuda in itertools.islice(self.memory, half, None, max(1, (len(self.memory) - half) // GROWTH_POINTS)):
+            value = cuda if cuda is not None else rss
+            if value is None:
+                continue
+            first = first or (step, value)
+            rising += previous is not None and value > previous
+            previous, last, count = value, (step, value), count + 1
+        if count < GROWTH_SAMPLES:
             return None
-        steps = samples[-1][0] - samples[0][0]
-        total = samples[-1][1] - samples[0][1]
-        rising = sum(b > a for (_, a), (_, b) in zip(samples, samples[1:])) / (len(samples) - 1)
-        if steps <= 0 or total < GROWTH_TOTAL or total / steps < GROWTH_BYTES or rising < GROWTH_RISING:
+        steps, total = last[0] - first[0], last[1] - first[1]
+        if steps <= 0 or total < GROWTH_TOTAL or total / steps < GROWTH_BYTES or rising / (count - 1) < GROWTH_RISING:
             return None
         label = "CUDA allocated memory" if self.memory[-1][2] is not None else "resident memory (CPU)"
         return total / steps, total, steps, label
@@ -645,19 +683,36 @@ class Facts:
             self.usual_call = sorted(self.call_sizes)[len(self.call_sizes) // 2]
 
     def check_gradients(self, step: int, model: torch.nn.Module) -> None:
-        """Which trainable parameters have no gradient, and which an all-zero one: one fused norm and one
-        host read for all of them (a model of 10,000 tensors would otherwise sync the GPU 10,000 times)."""
+        """Which trainable parameters have no gradient, and which an all-zero one: one fused norm for all
+        of them, read with the step's other values (a model of 10,000 tensors would otherwise sync the GPU
+        10,000 times)."""
         trainable = [(name, param) for name, param in model.named_parameters() if param.requires_grad]
         no_grad = [name for name, param in trainable if param.grad is None]
         dense = [(name, param) for name, param in trainable if param.grad is not None and not param.grad.is_sparse]
-        zeros = {name for name, param in trainable
-                 if param.grad is not None and param.grad.is_sparse and not bool(param.grad.detach().any())}
+        sparse = [(name, param) for name, param in trainable if param.grad is not None and param.grad.is_sparse]
         norms = stacked_norms([param for _, param in dense])
-        if norms is not None:  # a 2-norm of values near 1e-30 underflows to 0: those few are looked at one by one
-            zeros.update(name for (name, param), is_zero in zip(dense, (norms == 0).tolist())
-                         if is_zero and not bool(param.grad.detach().any()))
-        zero = [name for name, _ in trainable if name in zeros]
-        self.grad_checks.append((step, no_grad, zero))
+        largest = None
+        with torch.no_grad():
+            nonzero = [param.grad.detach().coalesce().values().ne(0).any() for _, param in sparse]
+            if norms is not None and blocks_host(norms):
+                # A 2-norm of values near 1e-30 underflows to 0. On a GPU the largest value tells (fused, read
+                # with the rest); on a CPU any() confirms each such one (no device to wait for).
+                largest = torch.stack(torch._foreach_norm([param.grad for _, param in dense], float("inf")))
+        values = [tensor for tensor in (norms, largest) if tensor is not None] + nonzero
+        self.reads.later(values, lambda numbers: self._note_zero_grads(step, trainable, no_grad, dense, sparse,
+                                                                       numbers, largest is not None))
+
+    def _note_zero_grads(self, step: int, trainable: list, no_grad: list[str], dense: list, sparse: list,
+                         numbers: list[float], with_largest: bool) -> None:
+        norms, numbers = numbers[:len(dense)], numbers[len(dense):]
+        largest, numbers = (numbers[:len(dense)], numbers[len(dense):]) if with_largest else (None, numbers)
+        zeros = {name for (name, _), nonzero in zip(sparse, numbers) if not nonzero}
+        with torch.no_grad():
+            for i, ((name, param), norm) in enumerate(zip(dense, norms)):
+                if norm == 0 and (largest[i] == 0 if largest is not None else
+                                  param.grad is not None and not bool(param.grad.detach().any())):
+                    zeros.add(name)
+        self.grad_checks.append((step, no_grad, [name for name, _ in trainable if name in zeros]))
         del self.grad_checks[:-20]
 
     # --- loss calls -------------------------------------------------------------------------
@@ -674,20 +729,12 @@ class Facts:
             input_dtype=_dtype(input), target_dtype=_dtype(target_tensor) if target_tensor is not None else None,
             input_producer=type(input.grad_fn).__name__ if input.grad_fn is not None else None,
             input_module=module_of(input), loss_module=_calling_loss_module(), calls=(call.calls if call else 0) + 1)
+        values = input.detach()
+        if values.dim() >= 2 and values.is_floating_point() and function in ("cross_entropy", "nll_loss"):
+            call.classes = int(values.shape[1])
         with torch.no_grad():
-            values = input.detach()
-            if values.numel() and values.is_floating_point():
-                finite = values[torch.isfinite(values)]
-                if finite.numel():
-                    call.input_min, call.input_max = float(finite.min()), float(finite.max())
-                if values.dim() >= 2 and call.input_min is not None and call.input_min >= 0:
-                    sums = values.float().sum(dim=1)
-                    call.rows_sum_to_one = bool(torch.allclose(sums, torch.ones_like(sums), atol=1e-3))
-                if values.dim() >= 2 and function in ("cross_entropy", "nll_loss"):
-                    call.classes = int(values.shape[1])
-            if target_tensor is not None and target_tensor.numel():
-                t = target_tensor.detach()
-                call.target_min, call.target_max = float(t.min()), float(t.max())
+            ranges = value_ranges(values, target_tensor)
+        self.reads.later(ranges, call.fill_ranges)
         self.loss_calls[index] = call
 
     # --- memory -----------------------------------------------------------------------------
