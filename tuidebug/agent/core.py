@@ -725,12 +725,17 @@ class Agent:
     def _check_stale_grads(self) -> None:
         """At the first backward since the last step, on sampled steps: were the gradients reset?"""
         model = self.model
-        param = next((p for p in model.parameters() if p.requires_grad), None) if model is not None else None
-        if param is None or self._primary is None or not sampled(self.step + 1):
+        if model is None or self._primary is None or not sampled(self.step + 1):
             return
-        stale = param.grad is not None and bool(param.grad.detach().any())
-        self.facts.stale_grads.append((self.step + 1, stale))
-        del self.facts.stale_grads[:-50]
+        param = next((p for p in model.parameters() if p.requires_grad), None)
+        if param is None:
+            return
+        step, stale_grads = self.step + 1, self.facts.stale_grads
+        if param.grad is None:
+            stale_grads.append((step, False))
+        else:  # read with the step's other values
+            self.facts.reads.later([param.grad.detach().any()], lambda numbers: stale_grads.append((step, numbers[0] != 0)))
+        del stale_grads[:-50]
 
     def _watch_manual_updates(self, loss: torch.Tensor) -> None:
         """While no optimizer has been seen: did the parameters change since the last backward? (One

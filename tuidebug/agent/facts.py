@@ -9,6 +9,7 @@ SAMPLE_EVERY steps. What is kept is small: a few numbers, names and source lines
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import math
 import re
@@ -143,7 +144,7 @@ class LossCall:
         if has_target == 1:
             self.target_min, self.target_max = target_low, target_high
 
-    @property
+    @functools.cached_property
     def broadcasts(self) -> bool:
         """Input and target of different shapes that broadcast to a larger one ((N,1) against (N,))."""
         if self.target_shape is None or self.input_shape == self.target_shape:

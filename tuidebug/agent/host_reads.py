@@ -54,6 +54,8 @@ def read_all(tensors: list[torch.Tensor]) -> list[float]:
     """The numbers of 0-dim and 1-D tensors, in order: one host transfer per device among them."""
     if not tensors:
         return []
+    if len(tensors) == 1 and tensors[0].dim() == 1:  # the usual step on a CPU: its norms alone
+        return tensors[0].tolist()
     flat = [tensor.detach().reshape(-1).float() for tensor in tensors]  # float32: MPS has no float64
     devices = {tensor.device for tensor in flat}
     if len(devices) == 1:
