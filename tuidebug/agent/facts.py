@@ -694,7 +694,7 @@ class Facts:
         norms = stacked_norms([param for _, param in dense])
         largest = None
         with torch.no_grad():
-            nonzero = [param.grad.detach().coalesce().values().ne(0).any() for _, param in sparse]
+            nonzero = [param.grad.detach().any() for _, param in sparse]
             if norms is not None and blocks_host(norms):
                 # A 2-norm of values near 1e-30 underflows to 0. On a GPU the largest value tells (fused, read
                 # with the rest); on a CPU any() confirms each such one (no device to wait for).
