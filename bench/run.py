@@ -24,6 +24,9 @@
    tensor values the agent adds per step on the training thread (each a device sync on a GPU). Two
    points again with break-on-NaN off, where the gradient norms may be sampled (``--scale-only`` runs
    just these).
+8. The hooks alone (``bench/hooks_ab.py``): in one process, the workload's loop with the agent's hooks
+   installed and removed between interleaved segments: what the training thread pays, without the
+   noise between processes (no socket and no writer thread, so a little less than 1. and 7. count).
 
 This process never imports torch, like the TUI. Results are also written to .bench/latest.json.
 """
@@ -57,6 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = Path(__file__).resolve().parent / "workload.py"
 BIG_BATCH = Path(__file__).resolve().parent / "big_batch.py"
 DDP_WORKLOAD = Path(__file__).resolve().parent / "ddp_workload.py"
+HOOKS_AB = Path(__file__).resolve().parent / "hooks_ab.py"
 TWO_RANKS = ["--nproc-per-node", "2"]
 BIG_BATCH_MIB = (1, 64, 512)
 RESULTS = ROOT / ".bench" / "latest.json"
@@ -70,6 +74,9 @@ SCALE_POINTS = [("tensors-10", 200, "armed"), ("tensors-1000", 15, "armed"), ("t
                 ("step-0.3ms", 300, "armed"), ("mlp", 60, "armed"), ("step-30ms", 20, "armed"),
                 ("step-0.3ms", 300, "off"), ("tensors-10000", 3, "off"), ("step-15ms", 40, "screen"),
                 ("mlp", 60, "gpu")]
+# The points of 8.: workload, steps per segment, rounds, and break-on-NaN "armed" or "off".
+HOOK_POINTS = [("mlp", 200, 8, "armed"), ("step-0.3ms", 1000, 8, "armed"), ("step-0.3ms", 1000, 8, "off"),
+               ("tensors-1000", 15, 6, "armed"), ("tensors-10000", 4, 4, "armed"), ("tensors-10000", 4, 4, "off")]
 
 # The sender: an agent-like peer that handshakes and streams Step frames as fast as it can encode them.
 SENDER = """
@@ -275,6 +282,27 @@ def scale(segments: int) -> list[dict[str, Any]]:
                                 extra=("--reads-as-on-a-gpu",) if mode == "gpu" else ())
             rows.append({"workload": model, "mode": mode, **figures})
     return rows
+
+
+def hooks_alone() -> list[dict[str, Any]]:
+    """Each point of 8.: one process, hooks installed and removed between interleaved segments."""
+    rows = []
+    for model, steps, rounds, mode in HOOK_POINTS:
+        command = [sys.executable, str(HOOKS_AB), model, "--segment-steps", str(steps), "--rounds", str(rounds)]
+        result = subprocess.run(command + ["--off"] * (mode == "off"), capture_output=True, text=True, cwd=ROOT,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=900)
+        if result.returncode != 0:
+            raise SystemExit(f"bench: {' '.join(command)} failed: {result.stderr.strip()[-500:]}")
+        rows.append({"workload": model, "mode": mode, **json.loads(result.stdout.strip().splitlines()[-1])})
+    return rows
+
+
+def print_hooks_alone(rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        where = "break-on-NaN on" if row["mode"] == "armed" else "break-on-NaN off"
+        sampled = f"; gradient norms every {row['norm_every']} step(s)" if row["mode"] == "off" else ""
+        print(f"  hooks alone {row['workload']:13} {where:16}: agent / bare {row['ratio']:.3f} (median step "
+              f"{row['agent_ms']:.3f} ms vs {row['bare_ms']:.3f} ms{sampled})")
 
 
 def print_scale(rows: list[dict[str, Any]]) -> None:
@@ -517,6 +545,7 @@ def main() -> None:
     parser.add_argument("--big-batches-only", action="store_true", help="only the big-batch rows (6.), not saved")
     parser.add_argument("--scale-segments", type=int, default=6, help="segments per process at each scale point")
     parser.add_argument("--scale-only", action="store_true", help="only the scale table (7.), not saved")
+    parser.add_argument("--hooks-only", action="store_true", help="only the hooks alone (8.), not saved")
     args = parser.parse_args()
     began = time.perf_counter()
     print(f"tuidebug bench on {platform.machine()} ({psutil.cpu_count()} CPUs), python {platform.python_version()}",
@@ -530,6 +559,11 @@ def main() -> None:
         rows = scale(args.scale_segments)
         print("\nresults")
         print_scale(rows)
+        return
+    if args.hooks_only:
+        alone = hooks_alone()
+        print("\nresults")
+        print_hooks_alone(alone)
         return
 
     groups = {model: args.groups or default for model, default in GROUPS.items()}
@@ -552,6 +586,8 @@ def main() -> None:
     ranks = two_ranks(3)
     print("scale: 10 to 10,000 tensors, 0.3 to 30 ms steps, one group each...", flush=True)
     rows = scale(args.scale_segments)
+    print("hooks alone: the agent's hooks installed and removed between segments in one process...", flush=True)
+    alone = hooks_alone()
 
     print("\nresults")
     for model, figures in steps.items():
@@ -578,11 +614,13 @@ def main() -> None:
           f"{ranks['agent_ms']:.3f} ms vs {ranks['bare_ms']:.3f} ms; runs {', '.join(f'{r:.3f}' for r in ranks['ratios'])}"
           + (f"; failed and retried: {', '.join(ranks['failures'])}" if ranks["failures"] else "") + ")")
     print_scale(rows)
+    print_hooks_alone(alone)
     elapsed = time.perf_counter() - began
     print(f"  bench took {elapsed:.0f} s")
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps({"step_time": steps, "protocol": wire, "agent_memory": memory,
                                    "first_frame_s": frames, "time_to_verdict": verdicts, "big_batches": batches, "two_ranks": ranks, "scale": rows,
+                                   "hooks_alone": alone,
                                    "seconds": elapsed},
                                   indent=2))
 

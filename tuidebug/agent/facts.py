@@ -103,7 +103,7 @@ def value_ranges(input: torch.Tensor, target: torch.Tensor | None) -> list[torch
         low = torch.where(finite, input, math.inf).min().float()
         high = torch.where(finite, input, -math.inf).max().float()
         if input.dim() >= 2:  # as torch.allclose(sums, 1, atol=1e-3) would say, without a read
-            rows_sum_to_one = (input.float().sum(dim=1) - 1).abs().le(1e-3 + 1e-5).all().float()
+            rows_sum_to_one = (input.sum(dim=1, dtype=torch.float32) - 1).abs().le(1e-3 + 1e-5).all().float()
     has_target = target is not None and target.numel() > 0
     target_low = target.detach().min().float() if has_target else nothing
     target_high = target.detach().max().float() if has_target else nothing

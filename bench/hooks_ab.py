@@ -1,0 +1,78 @@
+"""The agent's hooks alone, in one process: the workload's loop with the hooks installed and removed
+again between interleaved segments, so that both halves see the same process, memory placement and
+machine load. No socket, no writer thread, no TUI: what the training thread itself pays.
+
+    python bench/hooks_ab.py MODEL [--segment-steps N] [--rounds R] [--off]
+
+Prints one JSON line: the median over rounds of (agent segment's median step / the bare segment's
+before it), and both median step times. ``make bench`` runs it for its section 8.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from workload import batches, build  # noqa: E402
+
+from tuidebug.agent import core, hooks  # noqa: E402
+from tuidebug.agent.core import Agent, AgentConfig  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("--segment-steps", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--off", action="store_true", help="break-on-NaN off (the gradient norms may be sampled)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    agent = Agent(AgentConfig(break_on_nan=not args.off), None)
+    core.CURRENT = agent
+    model, data, batch_size = build(args.model)
+    stream = batches(DataLoader(data, batch_size=batch_size, shuffle=True, drop_last=True))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    criterion = nn.CrossEntropyLoss()
+
+    def segment(steps: int) -> float:
+        times, last = [], time.perf_counter()
+        for _ in range(steps):
+            inputs, targets = next(stream)
+            loss = criterion(model(inputs), targets)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            now = time.perf_counter()
+            times.append(now - last)
+            last = now
+        return statistics.median(times)
+
+    def with_hooks(steps: int) -> float:
+        undo = hooks.install(agent)
+        try:
+            return segment(steps)
+        finally:
+            for remove in undo:
+                remove()
+
+    with_hooks(args.segment_steps)  # warm-up of both: the agent's first steps do one-off work
+    segment(args.segment_steps)
+    bare, hooked = [], []
+    for _ in range(args.rounds):
+        bare.append(segment(args.segment_steps))
+        hooked.append(with_hooks(args.segment_steps))
+    print(json.dumps({"ratio": statistics.median(h / b for h, b in zip(hooked, bare)),
+                      "bare_ms": statistics.median(bare) * 1e3, "agent_ms": statistics.median(hooked) * 1e3,
+                      "norm_every": agent.norm_sampler.every}))
+
+
+if __name__ == "__main__":
+    main()
