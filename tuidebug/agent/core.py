@@ -373,7 +373,9 @@ class Agent:
         if next(module.parameters(), None) is not None:
             if seen.model is not None and not torch.is_grad_enabled():
                 return  # evaluated, not trained (a checkpoint loaded for the test set): the trained model stays
-            self._new_model(module)  # its own hooks (with kwargs) see this call already
+            self._new_model(module)
+            if module is self.observed.model and not self.probes.replaying:
+                self.on_model_call(args, {})  # its own hook (with kwargs) is in place from the next call on
         elif isinstance(module, torch.nn.modules.loss._Loss) and args and not torch.is_inference_mode_enabled():
             found, key = seen.key_in_output(args[0])
             if found:  # the loss of the model's own output: replayable on a copy
