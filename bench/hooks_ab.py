@@ -12,15 +12,12 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
-from torch import nn
-from torch.utils.data import DataLoader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workload import batches, build  # noqa: E402
+from workload import training  # noqa: E402
 
 from tuidebug.agent import core, hooks  # noqa: E402
 from tuidebug.agent.core import Agent, AgentConfig  # noqa: E402
@@ -34,26 +31,12 @@ def main() -> None:
     parser.add_argument("--off", action="store_true", help="break-on-NaN off (the gradient norms may be sampled)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    torch.manual_seed(0)
     agent = Agent(AgentConfig(break_on_nan=not args.off), None)
     core.CURRENT = agent
-    model, data, batch_size = build(args.model)
-    stream = batches(DataLoader(data, batch_size=batch_size, shuffle=True, drop_last=True))
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    criterion = nn.CrossEntropyLoss()
+    run = training(args.model)
 
     def segment(steps: int) -> float:
-        times, last = [], time.perf_counter()
-        for _ in range(steps):
-            inputs, targets = next(stream)
-            loss = criterion(model(inputs), targets)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            now = time.perf_counter()
-            times.append(now - last)
-            last = now
-        return statistics.median(times)
+        return statistics.median(run(steps))
 
     def with_hooks(steps: int) -> float:
         undo = hooks.install(agent)

@@ -64,6 +64,32 @@ def build(kind: str) -> tuple[nn.Module, TensorDataset, int]:
     return model, TensorDataset(torch.randn(2048, 1, 28, 28), torch.randint(0, 10, (2048,))), 32
 
 
+def training(kind: str) -> Callable[[int], list[float]]:
+    """The workload's loop (seeded, Adam, cross-entropy): a function that runs that many steps and
+    returns each one's time, data loading included."""
+    torch.manual_seed(0)
+    model, data, batch_size = build(kind)
+    stream = batches(DataLoader(data, batch_size=batch_size, shuffle=True, drop_last=True))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    criterion = nn.CrossEntropyLoss()
+
+    def run(steps: int) -> list[float]:
+        times = []
+        last = time.perf_counter()
+        for _ in range(steps):
+            x, y = next(stream)
+            loss = criterion(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            now = time.perf_counter()
+            times.append(now - last)
+            last = now
+        return times
+
+    return run
+
+
 def batches(loader: DataLoader) -> Iterator:
     while True:
         yield from loader
@@ -104,26 +130,7 @@ def main() -> None:
     if args.reads_as_on_a_gpu and "tuidebug.agent.core" in sys.modules:
         sys.modules["tuidebug.agent.core"].blocks_host = lambda tensor: True
     torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    model, data, batch_size = build(args.model)
-    stream = batches(DataLoader(data, batch_size=batch_size, shuffle=True, drop_last=True))
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    criterion = nn.CrossEntropyLoss()
-
-    def run(steps: int) -> list[float]:
-        times = []
-        last = time.perf_counter()
-        for _ in range(steps):
-            x, y = next(stream)
-            loss = criterion(model(x), y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            now = time.perf_counter()
-            times.append(now - last)
-            last = now
-        return times
-
+    run = training(args.model)
     process = psutil.Process()
     run(args.warmup)
     rss_warm = process.memory_info().rss
