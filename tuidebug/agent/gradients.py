@@ -79,7 +79,7 @@ def stacked_norms(params: list[torch.Tensor]) -> torch.Tensor | None:
 class _CpuNormPlan:
     """How one list of CPU gradients is normed: the large ones one by one (``_foreach_norm``), the small
     ones flattened into chunks and summed per tensor (one ``index_add_`` a chunk). A norm costs 1.5-2.5 us
-    a tensor on a CPU whatever its size: 25 ms a step for a model of 10,000 small tensors, 4 ms this way.
+    a tensor on a CPU whatever its size: 25-30 ms a step for a model of 10,000 small tensors, 12 ms this way.
     The squares are summed in float64: no overflow or underflow a float32 norm would not have."""
 
     def __init__(self, params: list[torch.Tensor]) -> None:
