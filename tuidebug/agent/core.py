@@ -34,7 +34,7 @@ from tuidebug.agent.kept_batches import KeptBatches
 from tuidebug.agent.memory import process_memory
 from tuidebug.agent.probing import MODEL_CALL, ProbeRuntime, StepInputs
 from tuidebug.agent.snapshot import Snapshot
-from tuidebug.batches import batch_size_of, tensors_in
+from tuidebug.batches import batch_size_of, map_tensors, tensors_in
 from tuidebug.probes import holders
 from tuidebug.protocol import Event, Step
 from tuidebug.probe_api import HeldFrame
@@ -373,9 +373,7 @@ class Agent:
         if next(module.parameters(), None) is not None:
             if seen.model is not None and not torch.is_grad_enabled():
                 return  # evaluated, not trained (a checkpoint loaded for the test set): the trained model stays
-            self._new_model(module)
-            if module is self.observed.model and not self.probes.replaying:
-                self.on_model_call(args, {})  # its own hook (with kwargs) is in place from the next call on
+            self._new_model(module)  # its own hooks (with kwargs) see this call already
         elif isinstance(module, torch.nn.modules.loss._Loss) and args and not torch.is_inference_mode_enabled():
             found, key = seen.key_in_output(args[0])
             if found:  # the loss of the model's own output: replayable on a copy
@@ -394,12 +392,16 @@ class Agent:
             return None  # an evaluation's inputs are inference tensors: no replay can train on them
         self.observed.model_inputs = (args, kwargs)
         self.observed.input_size = batch_size_of((args, kwargs))
-        self.facts.observe_call_size([t for _, t in tensors_in((args, kwargs))], user_site)
+        tensors = [t for _, t in tensors_in((args, kwargs))]
+        self.facts.observe_call_size(tensors, user_site)
         if self.facts.model_site is None:
             self.facts.model_site = user_site()
         if self.batches and sampled(self.step + 1):
             self.facts.input_paths = input_paths(args, kwargs, self.batches[-1].batch)
         if not self.loop_uses_loader():
+            if any(t.grad_fn is not None for t in tensors):
+                # A GAN's D(G(z)): the inputs kept for replays must not keep the generator's graph alive.
+                args, kwargs = map_tensors((args, kwargs), torch.Tensor.detach)
             self._loss_targets = []
             self.step_inputs.append(StepInputs(self.step + 1, args, kwargs, self._loss_targets,
                                                self.observed.input_size), (args, kwargs))

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.modules.module as module_hooks
 import torch.optim.optimizer as optimizer_hooks
 from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import _BaseDataLoaderIter
@@ -44,30 +43,34 @@ def install(agent: Agent) -> list[Callable[[], None]]:
 def _install_module_hooks(agent: Agent) -> Callable[[], None]:
     """The outermost module call with parameters is the model; one without, after it, the loss.
 
-    Calls made inside a backward pass (checkpointing re-running a block's forward) are not top-level.
-    ``torch.compile(module)`` warns about any global module hook; ours do nothing while Dynamo traces,
-    so that warning, which the script would not show without tuidebug, is silenced.
+    One wrapper around ``Module.__call__``, not global module hooks: any global hook sends every module
+    call of the process down torch's slower call path, about 3 us a call more (15 ms a step for a model
+    of 5,000 layers, measured), where this wrapper costs under 1 us. Calls made inside a backward pass
+    (checkpointing re-running a block's forward) are not top-level; while Dynamo traces, the wrapper
+    only passes the call on.
     """
     depth = [0]
     handles = []
-    warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks",
-                            category=UserWarning)
 
-    def before_forward(module: torch.nn.Module, args: Any) -> None:
-        if _is_compiling():
-            return
-        if depth[0] == 0 and agent.active() and _graph_task() == -1:
-            agent.on_top_level_call(module, args)
-        depth[0] += 1
-
-    def after_forward(module: torch.nn.Module, args: Any, output: Any) -> None:
-        if _is_compiling():
-            return
-        depth[0] -= 1
-        if output is None and sys.exc_info()[0] is not None and agent.active():
-            agent.on_module_error(module, args)  # forward raised: always_call hooks run with no output
-        elif agent.tracing_outputs and agent.active():
-            agent.on_module_output(module, output)
+    def wrap_call(original: Callable) -> Callable:
+        def call(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            if _is_compiling():
+                return original(module, *args, **kwargs)
+            if depth[0] == 0 and agent.active() and _graph_task() == -1:
+                agent.on_top_level_call(module, args)
+            depth[0] += 1
+            try:
+                output = original(module, *args, **kwargs)
+            except BaseException:
+                if agent.active():
+                    agent.on_module_error(module, args)
+                raise
+            finally:
+                depth[0] -= 1
+            if agent.tracing_outputs and agent.active():
+                agent.on_module_output(module, output)
+            return output
+        return call
 
     def model_inputs(module: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
         if not _is_compiling() and agent.active():
@@ -98,10 +101,9 @@ def _install_module_hooks(agent: Agent) -> Callable[[], None]:
         return getstate
 
     agent.on_new_model = watch_model
-    handles.append(module_hooks.register_module_forward_pre_hook(before_forward))
-    handles.append(module_hooks.register_module_forward_hook(after_forward, always_call=True))
+    undo_call = _replace(torch.nn.Module, "__call__", wrap_call)
     undo_getstate = _replace(torch.nn.Module, "__getstate__", wrap_getstate)
-    return lambda: ([handle.remove() for handle in handles], undo_getstate())
+    return lambda: ([handle.remove() for handle in handles], undo_call(), undo_getstate())
 
 
 def _install_dataloader_hooks(agent: Agent) -> Callable[[], None]:
