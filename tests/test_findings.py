@@ -349,6 +349,34 @@ def test_tensors_kept_across_many_small_objects_are_found_by_a_census_with_the_l
     assert not any(s.cls is Token for s in holders.spread_holders())
 
 
+def test_the_census_after_an_out_of_memory_error_counts_the_instances_of_the_users_classes(monkeypatch) -> None:
+    tokens = [Token(str(i)) for i in range(40)]
+    for token, row in zip(tokens, torch.randn(40, 16)):
+        token.set_embedding("lm", row)
+    monkeypatch.setattr(holders.gc, "get_objects", lambda: (_ for _ in ()).throw(MemoryError()))
+
+    spread = next(s for s in holders.spread_holders() if s.cls is Token)
+
+    assert (spread.attr, spread.instances, spread.tensors) == ("_embeddings", 40, 40)
+
+
+class Owner(nn.Module):
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+        self.history: list[torch.Tensor] = []
+
+
+def test_the_modules_that_hold_a_model_are_searched_with_it() -> None:
+    model = nn.Linear(2, 2)
+    owner, stranger = Owner(model), Owner(nn.Linear(2, 2))
+    vars(owner)  # an instance dict made real (Python 3.11 keeps it lazily): the owner is still found
+
+    found = holders._models_and_owners([model])
+
+    assert found[0] is model and owner in found[1:] and stranger not in found
+
+
 def test_an_optimizer_step_under_a_condition_is_found_with_the_condition(tmp_path) -> None:
     script = tmp_path / "train.py"
     script.write_text("for i, batch in enumerate(loader):\n"

@@ -791,10 +791,15 @@ class Agent:
             if not found and any_graph:
                 found = holders.find(frames, models, self.step + 1, any_graph=True)
             found = found or every
+            if not found and not any_graph:
+                # Spread over many small objects (a cache on each token): the census, now, while there is room
+                # for it; after an out-of-memory error there may be none.
+                self.facts.leak_spread = next(iter(holders.spread_holders()), None)
         except Exception as exc:  # the search is evidence; it must not disturb the run
             return [f"could not search for what holds them: {type(exc).__name__}: {exc}"]
         self.facts.leak_holders, self.facts.leak_step = found, self.step
-        return [h.text() for h in found[:3]]
+        spread = [self.facts.leak_spread.text()] if self.facts.leak_spread is not None else []
+        return [h.text() for h in found[:3]] + spread
 
     def on_out_of_memory(self, frames: list[Any]) -> None:
         """The script ran out of memory; its frames still exist: tensors in them that gather the model

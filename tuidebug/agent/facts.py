@@ -303,6 +303,7 @@ class Facts:
     epoch_length: int | None = None  # batches per epoch of the DataLoader that feeds the loop
     leak_holders: list = field(default_factory=list)  # ``holders.Holding`` found while the run was live
     leak_step: int | None = None
+    leak_spread: Any = None  # ``holders.Spread`` from a census while the run was live, when no holder was found
     gathered: list = field(default_factory=list)  # ``holders.piled`` in the frames of an out-of-memory error
     container_counts: dict = field(default_factory=dict)  # path -> (owner class, tensors held at each pass)
     growing_container: str | None = None

@@ -19,7 +19,7 @@ import time
 import types
 import warnings
 from dataclasses import dataclass, field
-from types import FrameType
+from types import FrameType, ModuleType
 from collections.abc import Iterator
 from typing import Any
 
@@ -155,11 +155,11 @@ class _Tally:
 def spread_holders() -> list[Spread]:
     """The attributes of user-class instances that hold tensors, most storage first: a census of the live
     objects (the only way to see a cache split over thousands of small objects)."""
-    user_modules = {name for name, module in list(sys.modules.items())
+    user_modules = {name: module for name, module in list(sys.modules.items())
                     if is_user_file(getattr(module, "__file__", None) or "")}
     tallies: dict[tuple[type, str], _Tally] = collections.defaultdict(_Tally)
     deadline = time.monotonic() + CENSUS_SECONDS
-    for index, candidate in enumerate(gc.get_objects()):
+    for index, candidate in enumerate(_census(user_modules)):
         if index % 20000 == 0 and time.monotonic() > deadline:
             break
         cls = type(candidate)
@@ -172,6 +172,17 @@ def spread_holders() -> list[Spread]:
     found = [Spread(cls, attr, tally.instances, tally.tensors, sum(tally.storages.values()), tally.element_bytes)
              for (cls, attr), tally in tallies.items() if tally.instances >= MIN_INSTANCES]
     return sorted(found, key=lambda spread: -spread.bytes)
+
+
+def _census(user_modules: dict[str, ModuleType]) -> list[Any]:
+    """Every live object; after an out-of-memory error, when there is no room for that list, the instances
+    of the classes defined at the top of the user's modules (they refer to their class): far fewer."""
+    try:
+        return gc.get_objects()
+    except MemoryError:
+        classes = [value for module in user_modules.values() for value in list(vars(module).values())
+                   if isinstance(value, type) and value.__module__ in user_modules]
+        return gc.get_referrers(*classes) if classes else []
 
 
 def _tensors_in(value: Any, depth: int) -> list[torch.Tensor]:
@@ -259,16 +270,23 @@ def _submodule_containers(model: torch.nn.Module) -> list[tuple[str, Any, str | 
 
 
 def _models_and_owners(models: list[torch.nn.Module]) -> list[torch.nn.Module]:
-    """The models, and the modules that hold them (a LightningModule's ``self.net``)."""
-    found = list(models)
+    """The models, and the modules that hold them (a LightningModule's ``self.net``): the owners of the
+    ``_modules`` dicts that refer to a model. Found through referrers, not a list of every live object:
+    after an out-of-memory error there is no room for that list (16 MB for two million objects)."""
+    if not models:
+        return []
     wanted = {id(m) for m in models}
     with warnings.catch_warnings():  # isinstance on some module objects warns (torch.distributed.reduce_op)
         warnings.simplefilter("ignore")
-        for candidate in gc.get_objects():
-            if isinstance(candidate, torch.nn.Module) and id(candidate) not in wanted:
-                if any(id(child) in wanted for child in candidate.children()):
-                    found.append(candidate)
-    return found
+        holding = [d for d in gc.get_referrers(*models) if isinstance(d, dict)]
+        ids = {id(d) for d in holding}
+        referrers = gc.get_referrers(*holding) if holding else []
+        # The owner refers to its _modules dict itself, or through its instance __dict__ (Python 3.11).
+        instance_dicts = [r for r in referrers if isinstance(r, dict) and id(r.get("_modules")) in ids]
+        candidates = referrers + (gc.get_referrers(*instance_dicts) if instance_dicts else [])
+        owners = {id(o): o for o in candidates if isinstance(o, torch.nn.Module) and id(o) not in wanted
+                  and id(o.__dict__.get("_modules")) in ids}
+    return list(models) + list(owners.values())
 
 
 def _visit(search: _Search, name: str, value: Any, path: str | None, owner: str, depth: int) -> list[Holding]:

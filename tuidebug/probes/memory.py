@@ -419,7 +419,7 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(FAIL, summary, evidence, fix, data={"cause": "memory_leak"})
     crash = ctx.run.crash
     if crash is not None and crash.kind == "oom":
-        gathered = facts.gathered or holders.piled(ctx.run.user_frames(), step, max(1, facts.outputs_per_step))
+        gathered = facts.gathered or _piled(ctx, step, evidence)
         if gathered:
             return _gathered(gathered[0], evidence, facts.outputs_per_step)
         kept = _kept_more_than(found, crash.memory.get("asked_bytes") or 0)
@@ -433,7 +433,7 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
                             + ", ".join(map(str, facts.container_counts[facts.growing_container][1][-8:])))
             return _kept_state(ctx, kept, evidence)
     if growth is not None or "memory_growth" in facts.reported:
-        spread = _spread_over_instances(found, growth)
+        spread = _spread_over_instances(found, growth, facts, evidence)
         if spread is not None:
             return _spread_outcome(ctx, spread, evidence, growth)
         holder = found[0] if found else None
@@ -458,15 +458,27 @@ def _search(ctx: ProbeContext, step: int, evidence: list[str], min_tensors: int 
         return []
 
 
-def _spread_over_instances(found: list[holders.Holding],
-                           growth: tuple[float, int, int, str] | None) -> holders.Spread | None:
+def _piled(ctx: ProbeContext, step: int, evidence: list[str]) -> list[tuple[str, int, str | None]]:
+    """``holders.piled`` for the step that ran out of memory; no room left for the graph walk finds nothing."""
+    try:
+        return holders.piled(ctx.run.user_frames(), step, max(1, ctx.run.facts.outputs_per_step))
+    except MemoryError:
+        evidence.append("the search for model outputs gathered with their graphs ran out of memory itself")
+        return []
+
+
+def _spread_over_instances(found: list[holders.Holding], growth: tuple[float, int, int, str] | None,
+                           facts: Any, evidence: list[str]) -> holders.Spread | None:
     """Tensors kept across many objects of one class, holding at least SPREAD_SHARE of the growth that was
-    measured and more than any single container found: what no variable or container shows."""
+    measured and more than any single container found: what no variable or container shows. After an
+    out-of-memory error the census may find no room: then the one taken while the run was live."""
     grown = growth[1] if growth is not None else 0
     try:
         spread = next(iter(holders.spread_holders()), None)
-    except MemoryError:  # after an out-of-memory error the census may find no room either
-        return None
+    except MemoryError:
+        spread = facts.leak_spread
+        evidence.append("the census of live objects ran out of memory itself" + (
+            f"; the one taken while the run was live (step {facts.leak_step}) is used" if spread else ""))
     largest = max((h.bytes for h in found), default=0)
     return spread if spread is not None and spread.bytes >= max(SPREAD_SHARE * grown, largest, 1) else None
 
