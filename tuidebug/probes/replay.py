@@ -3,7 +3,7 @@ re-running the previously failing case".
 
 The bundle's state goes into the script's own model and optimizer (keeping the script's current
 hyperparameters and schedule), and its batches go through the script's own loop for as many steps
-as led to the failure. The case still fails if the run blows up again (a non-finite or exploding
+as led to the failure (more while the loss is still climbing). The case still fails if the run blows up again (a non-finite or exploding
 loss), if the single batch still cannot be fitted, or if the saved NaN samples are still NaN.
 """
 
@@ -17,6 +17,11 @@ from tuidebug.probes.overfit import near_zero
 from tuidebug.probes.trials import Trial
 
 OVERFIT_STEPS = 150
+# The bundle keeps the last few batches, not every batch since its checkpoint, so the replayed steps are
+# not the run's own: the climb to the failure may take a few more of them. A loss still rising when the
+# failing run's count of steps is reached is followed up to this many times that count; a fixed script's
+# loss falls or holds there, and stops at the count.
+CLIMB_MARGIN = 2
 
 
 @probe("replay")
@@ -31,14 +36,17 @@ def replay_bundle(ctx: ProbeContext) -> ProbeOutcome:
         return _overfit(ctx, trainer, batches[-1])
     trial = Trial(adjust=None)
     steps = int(meta.get("steps", 1))
-    for index in range(steps):
+    for index in range(CLIMB_MARGIN * steps):
+        if index >= steps and (trial.losses[-1] <= trial.losses[0] or trial.blew_up):
+            break
         batch = batches[(len(batches) - steps + index) % len(batches)]
         result = trainer.step(batch)
         trial.losses.append(result.loss if result.loss is not None else math.nan)
         if not math.isfinite(trial.losses[-1]) or not result.grads_finite:
             trial.first_nonfinite = index + 1
             break
-    evidence = [f"replayed {steps} step(s) of the saved case ({meta.get('cause')}): {trial.describe()}"]
+    evidence = [f"replayed {len(trial.losses)} step(s) of the saved case ({meta.get('cause')}; the failing run took "
+                f"{steps}): {trial.describe()}"]
     if trial.blew_up:
         return ProbeOutcome(FAIL, "the failing case still fails: " + trial.describe(), evidence)
     return ProbeOutcome(PASS, "the failing case no longer fails: " + trial.describe(), evidence)
