@@ -370,15 +370,16 @@ class Agent:
         seen = self.observed
         if module is seen.model:
             return
-        if next(module.parameters(), None) is not None:
+        if module is not seen.criterion and next(module.parameters(), None) is not None:
             if seen.model is not None and not torch.is_grad_enabled():
                 return  # evaluated, not trained (a checkpoint loaded for the test set): the trained model stays
             self._new_model(module)  # its own hooks (with kwargs) see this call already
         elif isinstance(module, torch.nn.modules.loss._Loss) and args and not torch.is_inference_mode_enabled():
             found, key = seen.key_in_output(args[0])
             if found:  # the loss of the model's own output: replayable on a copy
+                if module is not seen.criterion or seen.loss_site is None:  # its line, once (a stack walk)
+                    seen.loss_site = user_site()
                 seen.criterion, seen.criterion_targets, seen.output_key = module, tuple(args[1:]), key
-                seen.loss_site = user_site()
 
     def on_model_call(self, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         """The model is called (its own pre-hook, with kwargs): remember the inputs; while a probe

@@ -218,9 +218,9 @@ def _indices(iterator: _BaseDataLoaderIter) -> list[int] | None:
     """The dataset indices of the batch just fetched: with worker processes, indices are sent out ahead of
     the batches that come back, so only single-process loading (and a map-style dataset) says them."""
     index = getattr(iterator, "_tuidebug_index", None)
-    if getattr(iterator, "_num_workers", 1) != 0 or not isinstance(index, list):
+    if getattr(iterator, "_num_workers", 1) != 0 or not isinstance(index, list) or not index:
         return None
-    return index if all(isinstance(i, int) for i in index) else None
+    return index if isinstance(index[0], int) else None  # a sampler yields one kind of key: the first says which
 
 
 def _to_float16(args: tuple, kwargs: dict) -> bool:
