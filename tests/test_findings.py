@@ -547,3 +547,28 @@ def test_an_output_layer_whose_weights_never_move_is_told_from_one_that_trains()
 
     assert trained(freeze_head=False) and not trained(freeze_head=True)
     assert watch_head(" (Sequential)", nn.Sequential(nn.Linear(2, 2)), 1, []) is None  # no weights of its own
+
+
+class Steps:
+    def logs_only(self, batch):
+        loss = batch.sum()
+        self.log = loss
+
+    def returns_loss(self, batch):
+        def inner():
+            return 1
+        return batch.sum() + inner()
+
+    def returns_from_a_nested_function_only(self, batch):
+        def inner():
+            return batch.sum()
+        inner()
+
+
+def test_a_training_step_that_returns_nothing_is_named_by_its_def_line() -> None:
+    site = source.returns_nothing(Steps.logs_only)
+    nested = source.returns_nothing(Steps.returns_from_a_nested_function_only)
+
+    assert site is not None and site.text == "def logs_only(self, batch):"
+    assert source.returns_nothing(Steps.returns_loss) is None
+    assert nested is not None and nested.function == "returns_from_a_nested_function_only"

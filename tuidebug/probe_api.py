@@ -159,6 +159,9 @@ class RunView(Protocol):
         """The module holding every parameter the optimizer trains: the model, or the module whose own
         method calls the parts the hooks saw (``model.calculate_loss(batch)``)."""
 
+    def lightning_module(self) -> torch.nn.Module | None:
+        """The LightningModule that trains the model, if the loop is Lightning's."""
+
     def checkpoint_before_failure(self) -> tuple[int, Any, int] | None:
         """(step, state, steps from it to the failure) of the rolling checkpoint to replay from."""
 

@@ -35,7 +35,7 @@ from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, Need
 from tuidebug.probes.source import (
     assignment_target, assignments, backward_target, bias_inits, calls_named, enclosing_function, forced_requires_grad,
     freezes, grad_off_block, grad_switched_off, guarded_steps, in_files, indexed_attributes, module_site,
-    rate_assignments, rewrapped, shuffles, unsorted_listings, weight_inits)
+    rate_assignments, returns_nothing, rewrapped, shuffles, unsorted_listings, weight_inits)
 from tuidebug.probes.trials import finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site, is_user_file
@@ -159,6 +159,8 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
                 + "; ".join(f"{trainable - len(c[1])} of {trainable} parameters got one ({len(c[2])} of them zero)"
                             for c in checks[-3:])]
     missing = facts.partly_reached()
+    if ctx.run.optimizers and not facts.backward_total:
+        return ProbeOutcome(PASS, "no backward() ran at all: there is no graph to follow (see the step check)", evidence)
     if facts.backward_without_graph:
         evidence.append(f"backward() was called on a loss that does not require grad at {facts.backward_without_graph}")
     elif facts.graph_cuts and missing:
@@ -427,9 +429,26 @@ def step(ctx: ProbeContext) -> ProbeOutcome:
     if facts.wiped_grads:
         return _wiped_before_step(ctx, evidence)
     if ctx.run.optimizers and not facts.backward_total:
+        silent = _training_step_without_loss(ctx)
+        if silent is not None:
+            evidence.append(f"training_step ({silent}) has no `return` with a value: Lightning skips backward and "
+                            "the optimizer's update for a step that returns None")
+            return ProbeOutcome(FAIL, f"training_step at {silent.short} returns no loss: Lightning skips backward and "
+                                "the update at every step", evidence,
+                                f"return the loss at the end of training_step ({silent.short}): `return loss`",
+                                data={"cause": "missing_optimizer_step"})
         return ProbeOutcome(FAIL, "optimizer.step() runs but no backward() computes gradients", evidence,
                             "call loss.backward() before optimizer.step()", data={"cause": "missing_optimizer_step"})
     return ProbeOutcome(PASS, "backward and the optimizer step both run", evidence)
+
+
+def _training_step_without_loss(ctx: ProbeContext) -> Site | None:
+    """A LightningModule under automatic optimization whose training_step never returns a value."""
+    module = ctx.run.lightning_module()
+    method = getattr(type(module), "training_step", None) if module is not None else None
+    if method is None or not getattr(module, "automatic_optimization", False):
+        return None
+    return returns_nothing(method)
 
 
 def _wiped_before_step(ctx: ProbeContext, evidence: list[str]) -> ProbeOutcome:

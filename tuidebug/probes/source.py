@@ -16,6 +16,7 @@ import linecache
 import math
 import operator
 import re
+import textwrap
 from collections.abc import Callable, Iterable
 from types import FrameType, ModuleType
 from typing import Any, TypeVar
@@ -146,6 +147,24 @@ def emptying_methods(cls: type, name: str) -> list[tuple[str, Site]]:
                 found.append((method.name, Site(path, sub.lineno, method.name)))
                 break
     return found
+
+
+def returns_nothing(method: Callable) -> Site | None:
+    """The ``def`` line of ``method`` when no ``return`` in its own body gives a value (a Lightning
+    ``training_step`` that only logs its loss), else None."""
+    try:
+        path, (lines, start) = inspect.getsourcefile(method), inspect.getsourcelines(method)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return None
+    function = tree.body[0] if tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    if path is None or function is None:
+        return None
+    nested = {id(n) for inner in ast.walk(function) if inner is not function and isinstance(
+        inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for n in ast.walk(inner)}
+    if any(isinstance(n, (ast.Return, ast.Yield)) and n.value is not None and id(n) not in nested for n in ast.walk(function)):
+        return None
+    return Site(path, start + function.lineno - 1, function.name)
 
 
 def _elements(node: ast.expr) -> list[Any]:
