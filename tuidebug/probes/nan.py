@@ -29,7 +29,7 @@ from tuidebug.batches import tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, probe)
 from tuidebug.probes.inputs import data_tensors
-from tuidebug.probes.source import in_files, switched_off_clips
+from tuidebug.probes.source import calls_named, in_files, switched_off_clips
 from tuidebug.probes.trials import Start, Trial, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
@@ -381,6 +381,10 @@ def _exploding(ctx: ProbeContext, evidence: list[str], data: dict, clip: float, 
     after = ctx.run.facts.backward_site
     fix = ("clip the gradient norm between backward() and step()" + (f" (after {after})" if after else "")
            + f": torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={clip:g})")
+    trainers = in_files(ctx.run.facts.source_files, calls_named, {"Trainer"}) \
+        if ctx.run.lightning_module() is not None else []
+    if trainers:  # Lightning runs backward and step itself: its Trainer clips
+        fix = f"clip in the Trainer at {trainers[0].short} (`{trainers[0].text}`): pass gradient_clip_val={clip:g}"
     where = f" ({layer})" if layer else ""
     return ProbeOutcome(FAIL, f"exploding gradients{where}: " + (
         f"the norm jumped {data.get('spike') or math.inf:.3g}x over its healthy median while the loss was stable"
