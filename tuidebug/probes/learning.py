@@ -158,9 +158,9 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
     evidence = [f"gradients at steps {', '.join(str(c[0]) for c in checks[-3:])}: "
                 + "; ".join(f"{trainable - len(c[1])} of {trainable} parameters got one ({len(c[2])} of them zero)"
                             for c in checks[-3:])]
-    missing = facts.partly_reached()
     if ctx.run.optimizers and not facts.backward_total:
         return ProbeOutcome(PASS, "no backward() ran at all: there is no graph to follow (see the step check)", evidence)
+    missing = facts.partly_reached()
     if facts.backward_without_graph:
         evidence.append(f"backward() was called on a loss that does not require grad at {facts.backward_without_graph}")
     elif facts.graph_cuts and missing:

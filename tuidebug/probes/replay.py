@@ -3,8 +3,9 @@ re-running the previously failing case".
 
 The bundle's state goes into the script's own model and optimizer (keeping the script's current
 hyperparameters and schedule), and its batches go through the script's own loop for as many steps
-as led to the failure (more while the loss is still climbing). The case still fails if the run blows up again (a non-finite or exploding
-loss), if the single batch still cannot be fitted, or if the saved NaN samples are still NaN.
+as led to the failure (more while the loss is still climbing). The case still fails if the run blows
+up again (a non-finite or exploding loss), if the single batch still cannot be fitted, or if the
+saved NaN samples are still NaN.
 """
 
 from __future__ import annotations

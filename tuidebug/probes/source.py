@@ -17,7 +17,7 @@ import math
 import operator
 import re
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from types import FrameType, ModuleType
 from typing import Any, TypeVar
 
@@ -160,11 +160,19 @@ def returns_nothing(method: Callable) -> Site | None:
     function = tree.body[0] if tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else None
     if path is None or function is None:
         return None
-    nested = {id(n) for inner in ast.walk(function) if inner is not function and isinstance(
-        inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for n in ast.walk(inner)}
-    if any(isinstance(n, (ast.Return, ast.Yield)) and n.value is not None and id(n) not in nested for n in ast.walk(function)):
+    if any(isinstance(n, (ast.Return, ast.Yield)) and n.value is not None for n in _own_nodes(function)):
         return None
     return Site(path, start + function.lineno - 1, function.name)
+
+
+def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
+    """The nodes of ``function``'s own body, not those inside the functions and lambdas it defines."""
+    todo: list[ast.AST] = list(function.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
 
 
 def _elements(node: ast.expr) -> list[Any]:
