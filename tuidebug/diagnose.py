@@ -34,7 +34,9 @@ from tuidebug.triage import loss_trend, preselect
 
 HEALTHY, DIAGNOSED, TOOL_ERROR, INCONCLUSIVE = 0, 1, 2, 3
 RERUN_AT = 10  # a second run pauses at this step (or at the first one's non-finite value, at most this much later)
-MAX_RERUNS = 2
+# Second runs of the script, in all: a loop without a DataLoader lends its own iterations to the probes, so
+# a short one can end under each probe that trains; each probe gets at most one fresh second run.
+MAX_RERUNS = 5
 DIAGNOSE_CHECKPOINT_BUDGET = 0.02  # of the training time, for replays that start within the kept batches (agent/core.py)
 STOPPED = ("paused", "ended", "finished", "crashed")
 # A run whose step counter stands still this long (and STALL_FACTOR times its usual step) is stalled.
@@ -213,6 +215,7 @@ class Runs:
         self.rerun: ChildRun | None = None
         self.rerun_session: Session | None = None
         self.reruns = 0
+        self.rerun_spent = False  # a probe on the second run found its loop ended: the next needs a fresh one
         self.rerun_failed: str | None = None
         self.scratch = tempfile.mkdtemp(prefix="tuidebug-rerun-")  # where second runs write (agent/sandbox.py)
 
@@ -223,10 +226,13 @@ class Runs:
             result = ProbeResult(run_id=0, probe=name, status="inconclusive",
                                  summary="the first run is stuck mid-step (see the stall), and a check needs it paused",
                                  data={"needs_loop": True})
-        used = False
-        while result.data.get("needs_loop") and self.reruns < MAX_RERUNS and not self.deadline.passed:
-            rerun = self._rerun(fresh=used)
-            used = True
+        fresh_tried = False
+        while result.data.get("needs_loop") and not fresh_tried and not self.deadline.passed:
+            fresh_tried = self.rerun is None or self.rerun_spent
+            if fresh_tried and self.reruns >= MAX_RERUNS:
+                result.evidence.append(f"not re-run on a live loop: the {MAX_RERUNS} second runs allowed are used up")
+                return result
+            rerun = self._rerun(fresh=fresh_tried)
             if rerun is None:
                 result.evidence.append(f"not re-run on a live loop: {self.rerun_failed}")
                 return result
@@ -234,6 +240,7 @@ class Runs:
                                {"run_trend": self._trend()})
             result.evidence.append(f"run on a second run of the script, paused at step {self.rerun_session.step} "
                                    "(the first one's loop had ended; its file writes went to a scratch folder)")
+            self.rerun_spent = bool(result.data.get("needs_loop"))
         return result
 
     def _trend(self) -> list[float] | None:
@@ -244,6 +251,8 @@ class Runs:
     def _rerun(self, fresh: bool) -> ChildRun | None:
         if self.rerun is not None and not fresh:
             return self.rerun
+        if self.rerun_failed is not None:  # a second run that did not pause once will not the next time
+            return None
         if self.rerun is not None:
             self.rerun.close()
         steps = self.session.step
