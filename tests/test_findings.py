@@ -15,10 +15,12 @@ from torch import nn
 
 from conftest import SCRIPTS, wait_for
 
-from tuidebug.agent.facts import Facts
+from tuidebug.agent.facts import Facts, LossCall
+from tuidebug.agent.watched_step import WATCHED_STEP, WatchedStep
 from tuidebug.probes import holders, source
 from tuidebug.probes.learning import rate_not_factor
 from tuidebug.probes.memory import _all_pairs, _kept_more_than, _square_length
+from tuidebug.probes.shape import SilentShapes
 from tuidebug.probes.source import grad_off_block, guarded_steps, indexed_attributes, module_site
 from tuidebug.probes.unsafe_math import ForwardWatch, SafeOp
 
@@ -572,3 +574,92 @@ def test_a_training_step_that_returns_nothing_is_named_by_its_def_line() -> None
     assert site is not None and site.text == "def logs_only(self, batch):"
     assert source.returns_nothing(Steps.returns_loss) is None
     assert nested is not None and nested.function == "returns_from_a_nested_function_only"
+
+
+def critic_loss(values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+    return ((returns - values) ** 2).mean()
+
+
+def test_a_hand_written_loss_pairing_a_squeezed_prediction_with_column_targets_is_named_with_the_squeeze() -> None:
+    head = nn.Linear(3, 1)
+    returns = torch.randn(16, 1)
+    with SilentShapes(16) as watch:
+        values = head(torch.randn(16, 3)).squeeze(-1)
+        critic_loss(values, returns).backward()
+
+    found = watch.pairing
+    assert found is not None and (found.op, found.prediction, found.target) == ("sub", (16,), (16, 1))
+    assert not found.prediction_left
+    assert found.site.text == "return ((returns - values) ** 2).mean()"
+    assert found.made is not None and found.made[1].text == "values = head(torch.randn(16, 3)).squeeze(-1)"
+    assert "(16, 16)" in found.text()
+
+
+def test_pairwise_terms_on_purpose_and_matching_shapes_are_not_taken_for_a_broadcast_loss() -> None:
+    scores = nn.Linear(3, 1)(torch.randn(16, 3))
+    with SilentShapes(16) as watch:
+        ranking = scores - scores.squeeze(-1)  # both carry the graph: every pair on purpose
+        matching = critic_loss(scores, torch.randn(16, 1))
+        (ranking.mean() + matching).backward()
+
+    assert watch.pairing is None
+
+
+def test_a_hand_written_loss_that_broadcasts_is_a_finding_of_the_watched_iteration(start_run) -> None:
+    found = next(f for f in findings_of(start_run, "hand_loss_pairs.py") if f.startswith("loss_broadcast:"))
+    assert "hand_loss_pairs.py:13 `loss = ((pred - y) ** 2).mean()`" in found
+    assert "prediction (64, 1) with a target (64,)" in found and "(64, 64)" in found
+
+
+def test_the_watched_iteration_leaves_the_users_own_modes_in_place() -> None:
+    watched = WatchedStep()
+    watched.begin(WATCHED_STEP, 8)
+    users = torch.device("cpu")  # a TorchFunctionMode, entered in the iteration and left open at its end
+    users.__enter__()
+    assert watched.end() is None and torch._C._len_torch_function_stack() == 2
+    users.__exit__(None, None, None)
+    assert watched.end() is not None
+    watched.begin(WATCHED_STEP + 1, 8)  # once per run
+
+    assert torch._C._len_torch_function_stack() == 0 and watched.watch is None
+
+
+def test_a_view_that_gives_the_sources_sizes_in_another_order_is_told_from_a_transpose() -> None:
+    windows = torch.randn(640, 20)
+    relabelled, moved, flattened = Facts(), Facts(), Facts()
+    relabelled.observe_first_inputs([windows.view([20, -1, 1])], None)
+    moved.observe_first_inputs([windows.t().view(20, -1, 1)], None)
+    flattened.observe_first_inputs([torch.randn(8, 3, 4, 4).view(8, -1)], None)
+
+    view = relabelled.reordered_view
+    assert view is not None and (view.shape, view.base) == ((20, 640, 1), (640, 20))
+    assert moved.reordered_view is None and flattened.reordered_view is None
+    assert relabelled.new_findings(1)[0][0] == "relabelled_view"
+
+
+def test_a_view_that_makes_an_rnn_states_batch_the_first_dim_is_told_from_one_after_a_transpose() -> None:
+    encoder = nn.GRU(5, 6, bidirectional=True, batch_first=True)
+    tokens = torch.randn(8, 7, 5)
+    with SilentShapes(8) as relabelled:
+        _, hidden = encoder(tokens)
+        rows = hidden.view(8, -1)
+    with SilentShapes(8) as moved:
+        _, hidden = encoder(tokens)
+        moved_rows = hidden.transpose(0, 1).contiguous().view(8, -1)
+
+    found = relabelled.relabel
+    assert found is not None and (found.before, found.after, found.batch_dim) == ((2, 8, 6), (8, 12), 1)
+    assert found.site.text == "rows = hidden.view(8, -1)"
+    assert moved.relabel is None and rows.shape == moved_rows.shape
+
+
+def test_a_binary_cross_entropy_given_targets_outside_zero_to_one_is_a_finding() -> None:
+    masks, soft = Facts(), Facts()
+    for facts, high in ((masks, 255.0), (soft, 0.9)):
+        facts.loss_calls[0] = LossCall("binary_cross_entropy_with_logits", "train.py:12 `loss = criterion(p, m)`",
+                                       [4, 16], [4, 16], "float32", "float32", None, None)
+        facts.loss_calls[0].fill_ranges([-3.0, 2.0, 0.0, 0.0, high, 1.0])
+
+    found = [f for f in masks.new_findings(1) if f[0] == "target_range"]
+    assert found and "targets from 0 to 255" in found[0][1]
+    assert soft.probabilities_outside() is None

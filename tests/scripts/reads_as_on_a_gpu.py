@@ -23,8 +23,11 @@ reads = [0]
 
 def counted(read):
     def wrapper(tensor, *args, **kwargs):
-        # the training thread's: the agent's writer thread reads a GPU step's values once its event is done
-        if threading.current_thread() is threading.main_thread() and "/tuidebug/" in sys._getframe(1).f_code.co_filename:
+        # the training thread's: the agent's writer thread reads a GPU step's values once its event is done; a
+        # TorchFunctionMode of tuidebug's passing a read through (probes/watch.py) is the same read, not another
+        caller = sys._getframe(1).f_code.co_filename
+        if threading.current_thread() is threading.main_thread() and "/tuidebug/" in caller \
+                and not caller.endswith("watch.py"):
             reads[0] += 1
         return read(tensor, *args, **kwargs)
     return wrapper

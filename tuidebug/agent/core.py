@@ -34,6 +34,7 @@ from tuidebug.agent.kept_batches import KeptBatches
 from tuidebug.agent.memory import process_memory
 from tuidebug.agent.probing import MODEL_CALL, ProbeRuntime, StepInputs
 from tuidebug.agent.snapshot import Snapshot
+from tuidebug.agent.watched_step import WatchedStep
 from tuidebug.batches import batch_size_of, map_tensors, tensors_in
 from tuidebug.probes import holders
 from tuidebug.protocol import Event, Step
@@ -199,6 +200,7 @@ class Agent:
         self.failure: Failure | None = None
         self.checkpoints: collections.deque[tuple[int, Snapshot]] = collections.deque(maxlen=2)
         self.manual_updates = False  # parameters updated by hand, no optimizer: a step per backward
+        self.watched_step = WatchedStep()
         self.tracing_outputs = True  # remember which module made each output (sampled steps only)
         self._outputs: dict[int, str] = {}
         self._last_weighted: str | None = None
@@ -366,6 +368,8 @@ class Agent:
 
     def on_top_level_call(self, module: torch.nn.Module, args: tuple) -> None:
         """An outermost module call: the model if it has parameters, else maybe the loss module."""
+        if hasattr(module, "_orig_mod") or getattr(module, "_compiled_call_impl", None) is not None:
+            self.watched_step.done = True  # a mode around a compiled call would make dynamo compile it again
         module = getattr(module, "_orig_mod", module)  # torch.compile's wrapper
         seen = self.observed
         if module is seen.model:
@@ -397,6 +401,7 @@ class Agent:
         self.facts.observe_call_size(tensors, user_site)
         if self.facts.model_site is None:
             self.facts.model_site = user_site()
+            self.facts.observe_first_inputs(tensors, self.facts.model_site)
         if self.batches and sampled(self.step + 1):
             self.facts.input_paths = input_paths(args, kwargs, self.batches[-1].batch)
         if not self.loop_uses_loader():
@@ -775,6 +780,9 @@ class Agent:
     def _report_findings(self) -> None:
         self.facts.reads.flush()  # the values the checks queued, when the step read nothing else
         for code, text, details in self.facts.new_findings(self.step):
+            if code == "check_failed":
+                self.event("error", text)
+                continue
             if code in ("graphs_kept", "memory_growth", "container_growth"):
                 details = self._find_leak_holders(any_graph=code == "graphs_kept")
             self.event("finding", f"{code}: {text}", details)
@@ -970,6 +978,7 @@ class Agent:
         """The script ended: a loop that updates by hand has its last iteration still open."""
         if self.manual_updates and self._losses:
             self._finish_step(skipped=False)
+        self.facts.observe_watched(self.watched_step.end())
 
     def on_clip(self, total_norm: Any, max_norm: Any) -> None:
         """The script's clip_grad_norm_ returned the norm before clipping: shown as the gradient norm."""
@@ -1006,6 +1015,7 @@ class Agent:
         self._unchecked_losses = []
         self._backward_since_step, self._loss_calls, self._loss_targets = 0, 0, []
         self.facts.step_done()
+        self.facts.observe_watched(self.watched_step.end())
         self._last_step_end = now
         slow = record.step_seconds is not None and record.step_seconds >= MEMORY_EVERY_STEP_SECONDS
         if slow or self.step % max(1, self.config.memory_every) == 0:
@@ -1019,6 +1029,7 @@ class Agent:
             self.client.send_metric(record)
         self._maybe_checkpoint(record.step_seconds)
         self.control.after_step(self.step)
+        self.watched_step.begin(self.step, self.observed.input_size)
 
     def _maybe_checkpoint(self, step_seconds: float | None) -> None:
         """While break-on-NaN is armed, keep a recent host copy of the state, so that the NaN probes

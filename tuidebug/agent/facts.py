@@ -27,6 +27,9 @@ from tuidebug.sites import Site, is_user_file, user_site
 EARLY_STEPS = 5
 SAMPLE_EVERY = 25
 CLASS_LOSSES = ("cross_entropy", "nll_loss")
+# The losses whose target is a probability: binary_cross_entropy refuses one outside [0, 1], the logits form
+# takes it and its loss falls without bound (8-bit masks of 0/255 are the usual way there).
+PROBABILITY_TARGETS = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 # Findings need repeated evidence: STALE_CHECKS first-backward checks in a row with the gradients
 # already set (or STALE_CHECKS steps whose gradients a zero_grad after backward wiped); the graphs of
 # LEAKED_STEPS different earlier steps alive at once; NO_STEP_BACKWARDS backward passes with no step. One sample could be a pattern the loop means (accumulation, a graph
@@ -112,6 +115,16 @@ def value_ranges(input: torch.Tensor, target: torch.Tensor | None) -> list[torch
 
 def sampled(step: int) -> bool:
     return step <= EARLY_STEPS or step % SAMPLE_EVERY == 0
+
+
+@dataclass
+class ReorderedView:
+    """A model input that is a view of a tensor with the same sizes in another order (``facts.observe_first_inputs``)."""
+
+    index: int  # which tensor of the call's inputs
+    shape: tuple[int, ...]
+    base: tuple[int, ...]
+    site: Site | None  # the model call
 
 
 @dataclass
@@ -264,6 +277,9 @@ def watch_head(module_name: str, model: torch.nn.Module, step: int,
 @dataclass
 class Facts:
     loss_calls: dict[int, LossCall] = field(default_factory=dict)  # by call order within a step
+    reordered_view: ReorderedView | None = None
+    pairing: Any = None  # ``shape.Pairing``: an op of a hand-written loss that paired (N,) with (N, 1)
+    relabel: Any = None  # ``shape.Relabel``: a view that made the batch the first dim without moving the data
     stale_grads: list[tuple[int, bool]] = field(default_factory=list)  # (step, grads non-zero at its first backward)
     backward_without_graph: str | None = None  # where a loss that did not require grad went backward
     wiped_grads: list[tuple[int, str, str]] = field(default_factory=list)  # (step, zero_grad site, step site)
@@ -328,6 +344,7 @@ class Facts:
         self.steps = step
         found = []
         for code, check in (("loss_broadcast", self._broadcast), ("one_hot_width", self._one_hot),
+                            ("relabelled_view", self._reordered), ("target_range", self._target_range),
                             ("stale_grads", self.never_reset), ("zero_grad_wipes", self._wiped),
                             ("not_in_optimizer", self._not_in_optimizer),
                             ("head_untrained", lambda: self._head_untrained(step)),
@@ -340,7 +357,12 @@ class Facts:
                             ("container_growth", self._container_growth)):
             if code in self.reported:
                 continue
-            result = check()
+            try:
+                result = check()
+            except Exception as exc:  # a check's bug must not take the user's step down with it
+                self.reported.add(code)
+                found.append(("check_failed", f"the {code} check failed: {type(exc).__name__}: {exc}", []))
+                continue
             if result:
                 self.reported.add(code)
                 text, details = result if isinstance(result, tuple) else (result, [])
@@ -349,11 +371,32 @@ class Facts:
 
     def _broadcast(self) -> str | None:
         call = next((c for c in self.loss_calls.values() if c.broadcasts and c.function not in CLASS_LOSSES), None)
+        if call is None and self.pairing is not None:
+            return self.pairing.text()
         if call is None:
             return None
         shape = list(torch.broadcast_shapes(torch.Size(call.input_shape), torch.Size(call.target_shape)))
         return (f"{call.function} at {call.site} compares input {tuple(call.input_shape)} with target "
                 f"{tuple(call.target_shape)}: they broadcast to {tuple(shape)}, every output against every target")
+
+    def _reordered(self) -> str | None:
+        view = self.reordered_view
+        if view is None:
+            return self.relabel.text() if self.relabel is not None else None
+        return (f"the model's input {view.index} at {view.site} is a view {view.shape} of a {view.base} tensor: "
+                "the same sizes in another order, with the data left in the source's order")
+
+    def probabilities_outside(self) -> LossCall | None:
+        """A loss whose target is a probability (PROBABILITY_TARGETS), given targets outside [0, 1]."""
+        return next((c for c in self.loss_calls.values() if c.function in PROBABILITY_TARGETS
+                     and c.target_min is not None and (c.target_min < 0 or c.target_max > 1)), None)
+
+    def _target_range(self) -> str | None:
+        call = self.probabilities_outside()
+        if call is None:
+            return None
+        return (f"{call.function} at {call.site} gets targets from {call.target_min:g} to {call.target_max:g}: it "
+                "expects probabilities in [0, 1]")
 
     def _one_hot(self) -> str | None:
         site = next((s for s, widths in self.one_hot.items() if len(widths) > 1), None)
@@ -666,6 +709,24 @@ class Facts:
         if len(kept) < WARNINGS_KEPT and all(s != site for s, _ in kept):
             kept.append((site, message.split("\n")[0]))
             self.source_files.add(filename)
+
+    def observe_watched(self, watch: Any) -> None:
+        """What the watched iteration found (``agent/watched_step.py``), once it has ended."""
+        if watch is not None:
+            self.pairing, self.relabel = watch.pairing, watch.relabel
+
+    def observe_first_inputs(self, tensors: list[torch.Tensor], site: Site | None) -> None:
+        """The model's first inputs: one that is a view of a tensor with the same sizes in another order,
+        both laid out in order (a ``view``/``reshape``, not a ``permute``/``t()``), is the source's memory
+        order relabelled: ``x.view(20, 640, 1)`` of a (640, 20) tensor mixes the samples of its rows."""
+        for index, tensor in enumerate(tensors):
+            base = tensor._base
+            if base is None or not tensor.is_contiguous() or not base.is_contiguous():
+                continue
+            dims, base_dims = [d for d in tensor.shape if d != 1], [d for d in base.shape if d != 1]
+            if len(dims) >= 2 and dims != base_dims and sorted(dims) == sorted(base_dims):
+                self.reordered_view = ReorderedView(index, tuple(tensor.shape), tuple(base.shape), site)
+                return
 
     def observe_call_size(self, tensors: list[torch.Tensor], site: Any) -> None:
         """The size of the model's inputs at each call: one far above the usual although its batch (first)

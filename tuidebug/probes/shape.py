@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import ast
 import math
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from tuidebug.batches import batch_size_of
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome, probe
+from tuidebug.probes.source import assignments, in_files
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
 
@@ -71,6 +74,15 @@ def operands(ctx: ProbeContext) -> ProbeOutcome:
                                                               f"{broadcast.input_dtype}, target "
                                                               f"{shape_text(broadcast.target_shape)} {broadcast.target_dtype}"],
             fix, data={"cause": "loss_broadcast"})
+    outside = facts.probabilities_outside()
+    if outside is not None:
+        return _probability_targets(outside)
+    if facts.pairing is not None:
+        return _pairwise(facts.pairing)
+    if facts.relabel is not None:
+        return _relabelled(facts.relabel)
+    if facts.reordered_view is not None:
+        return _reordered(facts.reordered_view, facts.source_files)
     widths = {site: sorted(w) for site, w in facts.one_hot.items() if len(w) > 1}
     if widths:
         site, seen = next(iter(widths.items()))
@@ -211,3 +223,205 @@ def _shapes(value: Any) -> str:
     if not tensors:
         return "-"
     return ", ".join(shape_text(t.shape) for t in tensors[:3])
+
+
+# The elementwise ops a hand-written loss compares a prediction and a target with (``pred - y``, ``y * pred``).
+# Ops that keep the data's order: the squeeze that makes a (N,) prediction, the view that relabels the dims
+VIEWS = {"squeeze", "view", "reshape", "flatten", "ravel", "squeeze_"}
+ELEMENTWISE = {"sub", "add", "mul", "div", "rsub", "__sub__", "__rsub__", "__add__", "__radd__", "__mul__",
+               "__rmul__", "__truediv__", "__rtruediv__", "sub_", "add_", "mul_", "div_"}
+OPERATORS = {"sub": ast.Sub, "add": ast.Add, "mul": ast.Mult, "div": ast.Div, "truediv": ast.Div}
+KEPT_FLATTENED = 32  # the latest squeezes of the iteration, to say which one made the (N,) prediction
+
+
+@dataclass
+class Pairing:
+    """An elementwise op that paired a (N,) prediction with a (N, 1) target, or the other way round
+    (``SilentShapes``)."""
+
+    op: str
+    site: Site
+    prediction: tuple[int, ...]
+    target: tuple[int, ...]
+    prediction_left: bool  # the prediction is the op's left operand in the source
+    made: tuple[str, Site] | None = None  # the squeeze (or view) that made the prediction (N,)
+
+    def text(self) -> str:
+        rows = self.prediction[0]
+        return (f"{self.op} at {self.site} pairs a prediction {shape_text(self.prediction)} with a target "
+                f"{shape_text(self.target)}: they broadcast to {shape_text((rows, rows))}, every prediction against "
+                "every target")
+
+
+@dataclass
+class Relabel:
+    """A view that makes the batch dimension the first without moving the data (``SilentShapes``)."""
+
+    op: str
+    site: Site
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+    batch_dim: int  # where the batch was before the view
+
+    def text(self) -> str:
+        return (f"{self.op} at {self.site} turns {shape_text(self.before)} into {shape_text(self.after)}: the batch "
+                f"(dim {self.batch_dim}) becomes the first dim without moving the data, so each row mixes samples")
+
+
+class SilentShapes(OpWatch):
+    """What goes wrong without an error in one iteration of the user's code (``agent/watched_step.py``):
+
+    - an elementwise op between a prediction of shape (N,) and a target of shape (N, 1), or the other way
+      round: the result is (N, N), every prediction against every target. The prediction is the operand
+      that carries a graph, the target the one that does not: two operands that both carry one are a
+      pairwise term on purpose (a ranking loss, a distance matrix);
+    - a view (or reshape) of a tensor laid out in order whose batch is not its first dim, that makes the
+      batch the first: ``h.view(batch, -1)`` of an RNN's (layers, batch, hidden) state puts the states of
+      different samples in one row; a ``transpose`` first moves the data.
+    """
+
+    def __init__(self, batch: int | None) -> None:
+        super().__init__()
+        self.batch = batch
+        self.pairing: Pairing | None = None
+        self.relabel: Relabel | None = None
+        self._flattened: dict[int, tuple[torch.Tensor, str, Site]] = {}
+
+    def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
+        if not isinstance(result, torch.Tensor):
+            return
+        if name in VIEWS and args and isinstance(args[0], torch.Tensor):
+            self._reshaped(name, args[0], result, site)
+        elif name in ELEMENTWISE and len(args) >= 2 and all(isinstance(a, torch.Tensor) for a in args[:2]):
+            self._paired(name, args[0], args[1], result, site)
+
+    def _reshaped(self, name: str, source: torch.Tensor, result: torch.Tensor, site: Site) -> None:
+        if result.dim() == 1 and result.requires_grad:
+            if len(self._flattened) >= KEPT_FLATTENED:
+                del self._flattened[next(iter(self._flattened))]
+            self._flattened[id(result)] = (result, name, site)  # the tensor is kept: its id stays its own
+        batch = self.batch
+        if self.relabel is not None or not batch or batch < 2 or source.dim() < 2 or not result.dim() \
+                or source.shape[0] == batch or result.shape[0] != batch or not source.is_contiguous():
+            return
+        where = next((d for d in range(1, source.dim()) if source.shape[d] == batch), None)
+        if where is not None and math.prod(source.shape[:where]) > 1:
+            self.relabel = Relabel(name, site, tuple(source.shape), tuple(result.shape), where)
+
+    def _paired(self, name: str, first: torch.Tensor, second: torch.Tensor, result: torch.Tensor, site: Site) -> None:
+        if self.pairing is not None or first.requires_grad == second.requires_grad:
+            return
+        shorter, longer = sorted((tuple(first.shape), tuple(second.shape)), key=len)
+        rows = shorter[0] if shorter else 0
+        if rows > 1 and longer == (*shorter, 1) and tuple(result.shape) == (rows, rows):
+            left = second if name.startswith("__r") or name == "rsub" else first
+            prediction, target = (first, second) if first.requires_grad else (second, first)
+            made = self._flattened.get(id(prediction))
+            self.pairing = Pairing(name, site, tuple(prediction.shape), tuple(target.shape), prediction is left,
+                                   made[1:] if made is not None and made[0] is prediction else None)
+            self._flattened.clear()
+
+    def done(self) -> bool:
+        return self.pairing is not None and self.relabel is not None
+
+
+def _pairwise(found: Pairing) -> ProbeOutcome:
+    rows, site = found.prediction[0], found.site
+    names = _operand_names(site.text, found.op)
+    predicted, wanted = (names if found.prediction_left else names[::-1]) if names else ("the prediction", "the target")
+    column = predicted if len(found.prediction) == 2 else wanted  # the (N, 1) operand
+    evidence = [f"{found.op} at {site}: {predicted} {shape_text(found.prediction)} (carries the graph), {wanted} "
+                f"{shape_text(found.target)} -> {shape_text((rows, rows))} (seen in an iteration of the run watched "
+                "op by op)"]
+    fix = (f"give both operands at {site.short} the same shape: {column}.view(-1), or the other one .view(-1, 1)")
+    if found.made is not None:
+        op, where = found.made
+        evidence.append(f"{predicted} was made {shape_text(found.prediction)} by {op} at {where}")
+        fix += f"; or keep the prediction {shape_text(found.target)} where {op} at {where.short} flattens it"
+    return ProbeOutcome(
+        FAIL, f"`{found.op}` at {site.short} pairs {predicted} of shape {shape_text(found.prediction)} with {wanted} of "
+        f"shape {shape_text(found.target)}: they broadcast to {shape_text((rows, rows))}, every prediction against "
+        "every target, so the loss cannot reach its minimum", evidence, fix, data={"cause": "loss_broadcast"})
+
+
+def _operand_names(text: str, name: str) -> tuple[str, str] | None:
+    """The source of the left and right operands of the line's only binary operation of that kind
+    (``values - prev_values``), else None."""
+    operator = OPERATORS.get(name.strip("_").removeprefix("r").removesuffix("_"))
+    try:
+        tree = ast.parse(text.strip().rstrip(":"), mode="exec")
+    except SyntaxError:
+        return None
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and operator and isinstance(n.op, operator)]
+    return (ast.unparse(found[0].left), ast.unparse(found[0].right)) if len(found) == 1 else None
+
+
+def _reordered(view: Any, files: set[str]) -> ProbeOutcome:
+    """A model input viewed from a tensor with the same sizes in another order (``facts.ReorderedView``)."""
+    name = _argument(view.site.text, view.index) if view.site is not None else None
+    made = [site for site in in_files(files, assignments, name) if re.search(r"\.(view|reshape)\(", site.text)
+            and (view.site is None or site.path != view.site.path or site.line < view.site.line)] if name else []
+    where = made[-1] if made else None
+    sizes = [d for d in view.shape if d != 1]
+    order = _order(view.base, sizes)
+    evidence = [f"the model's input {name or view.index} at {view.site}: {shape_text(view.shape)}, a view of a "
+                f"{shape_text(view.base)} tensor; both are laid out in order, so its values are in the "
+                f"{shape_text(view.base)} tensor's order"]
+    if where is not None:
+        evidence.append(f"{name} is reshaped at {where}")
+    at = f" at {where.short}" if where else ""
+    receiver = name or "x"
+    return ProbeOutcome(
+        FAIL, f"{name or 'the model input'} is a view{at} that gives the {shape_text(view.base)} tensor's sizes in "
+        f"another order, {shape_text(view.shape)}: a view does not move the data, so its dims do not hold what "
+        "their sizes say and the values of different samples are mixed", evidence,
+        f"move the dims before reshaping{at}: {receiver}.permute({', '.join(map(str, order))}).reshape"
+        f"({', '.join(map(str, view.shape))})" + (f" ({receiver}.t() for a matrix)" if len(view.base) == 2 else ""),
+        data={"cause": "batch_folded"})
+
+
+def _argument(text: str, index: int) -> str | None:
+    """The source of argument ``index`` of the first call on a line (``model(X_train)`` -> ``X_train``)."""
+    try:
+        tree = ast.parse(text.strip().rstrip(":"), mode="exec")
+    except SyntaxError:
+        return None
+    call = next((node for node in ast.walk(tree) if isinstance(node, ast.Call)), None)
+    return ast.unparse(call.args[index]) if call is not None and index < len(call.args) else None
+
+
+def _order(base: tuple[int, ...], sizes: list[int]) -> list[int]:
+    """The permutation of ``base``'s dims that puts its sizes in the order ``sizes`` (dims of 1 last)."""
+    left = list(range(len(base)))
+    order = []
+    for size in sizes:
+        dim = next(d for d in left if base[d] == size)
+        left.remove(dim)
+        order.append(dim)
+    return order + left
+
+
+def _relabelled(found: Relabel) -> ProbeOutcome:
+    site, dim = found.site, found.batch_dim
+    order = [dim, *(d for d in range(len(found.before)) if d != dim)]
+    moved = "transpose(0, 1)" if dim == 1 else f"permute({', '.join(map(str, order))})"
+    return ProbeOutcome(
+        FAIL, f"`{found.op}` at {site.short} makes the batch the first dim of {shape_text(found.before)} without moving "
+        f"the data: each row of the {shape_text(found.after)} result mixes several samples",
+        [f"{found.op} at {site}: {shape_text(found.before)} (batch at dim {dim}) -> {shape_text(found.after)}, in the "
+         "source's memory order (seen in an iteration of the run watched op by op)"],
+        f"move the batch first, then reshape, at {site.short}: x.{moved}.reshape({', '.join(map(str, found.after))})",
+        data={"cause": "batch_folded"})
+
+
+def _probability_targets(call: Any) -> ProbeOutcome:
+    """A binary cross-entropy given targets outside [0, 1] (``Facts.probabilities_outside``)."""
+    site = call.site.split(" ", 1)[0]
+    scale = f" / {call.target_max:g}" if call.target_min >= 0 and call.target_max > 1 else ""
+    return ProbeOutcome(
+        FAIL, f"{call.function} at {site} gets targets from {call.target_min:g} to {call.target_max:g}: it expects "
+        "probabilities in [0, 1], and with others its loss falls without bound instead of fitting them",
+        [f"loss call: {call.function} at {call.site}", f"target {shape_text(call.target_shape)} {call.target_dtype}, "
+         f"values {call.target_min:g}..{call.target_max:g}"],
+        f"bring the targets into [0, 1] where they are made (target{scale}" + (", e.g. 8-bit masks / 255" if scale else "")
+        + f"), before {site}", data={"cause": "target_out_of_range"})
