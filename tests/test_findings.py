@@ -20,7 +20,7 @@ from tuidebug.agent.watched_step import WATCHED_STEP, WatchedStep
 from tuidebug.probes import holders, source
 from tuidebug.probes.learning import rate_not_factor
 from tuidebug.probes.memory import _all_pairs, _kept_more_than, _square_length
-from tuidebug.probes.shape import SilentShapes
+from tuidebug.probes.shape import SilentShapes, _relabelled
 from tuidebug.probes.source import grad_off_block, guarded_steps, indexed_attributes, module_site
 from tuidebug.probes.unsafe_math import ForwardWatch, SafeOp
 
@@ -663,3 +663,14 @@ def test_a_binary_cross_entropy_given_targets_outside_zero_to_one_is_a_finding()
     found = [f for f in masks.new_findings(1) if f[0] == "target_range"]
     assert found and "targets from 0 to 255" in found[0][1]
     assert soft.probabilities_outside() is None
+
+
+def test_a_view_that_turns_channels_last_images_into_channels_first_is_found_in_the_watched_iteration() -> None:
+    conv = nn.Conv2d(3, 4, 3)
+    images = torch.rand(8, 10, 12, 3)  # as read from files: height, width, channels
+    with SilentShapes(8) as watch:
+        conv(images.view(8, 3, 10, 12))
+
+    found = watch.relabel
+    assert found is not None and (found.before, found.after, found.batch_dim) == ((8, 10, 12, 3), (8, 3, 10, 12), None)
+    assert "x.permute(0, 3, 1, 2).reshape(8, 3, 10, 12)" in _relabelled(found).fix

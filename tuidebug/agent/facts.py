@@ -22,6 +22,7 @@ import torch
 
 from tuidebug.agent.gradients import blocks_host, stacked_norms
 from tuidebug.agent.host_reads import HostReads
+from tuidebug.probes.shape import reordered
 from tuidebug.sites import Site, is_user_file, user_site
 
 EARLY_STEPS = 5
@@ -723,8 +724,7 @@ class Facts:
             base = tensor._base
             if base is None or not tensor.is_contiguous() or not base.is_contiguous():
                 continue
-            dims, base_dims = [d for d in tensor.shape if d != 1], [d for d in base.shape if d != 1]
-            if len(dims) >= 2 and dims != base_dims and sorted(dims) == sorted(base_dims):
+            if reordered(tuple(base.shape), tuple(tensor.shape)):
                 self.reordered_view = ReorderedView(index, tuple(tensor.shape), tuple(base.shape), site)
                 return
 

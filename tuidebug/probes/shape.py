@@ -255,17 +255,26 @@ class Pairing:
 
 @dataclass
 class Relabel:
-    """A view that makes the batch dimension the first without moving the data (``SilentShapes``)."""
+    """A view that relabels the data without moving it (``SilentShapes``): it gives the source's sizes in
+    another order, or makes the batch (at ``batch_dim`` of the source) the first dim."""
 
     op: str
     site: Site
     before: tuple[int, ...]
     after: tuple[int, ...]
-    batch_dim: int  # where the batch was before the view
+    batch_dim: int | None = None
 
     def text(self) -> str:
-        return (f"{self.op} at {self.site} turns {shape_text(self.before)} into {shape_text(self.after)}: the batch "
-                f"(dim {self.batch_dim}) becomes the first dim without moving the data, so each row mixes samples")
+        what = (f"the batch (dim {self.batch_dim}) becomes the first dim" if self.batch_dim is not None else
+                "the same sizes in another order")
+        return (f"{self.op} at {self.site} turns {shape_text(self.before)} into {shape_text(self.after)}: {what} "
+                "without moving the data, so values of different samples or features are mixed")
+
+
+def reordered(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
+    """``after`` has ``before``'s sizes (leaving out dims of 1) in another order: (640, 20) -> (20, 640, 1)."""
+    dims, source = [d for d in after if d != 1], [d for d in before if d != 1]
+    return len(dims) >= 2 and dims != source and sorted(dims) == sorted(source)
 
 
 class SilentShapes(OpWatch):
@@ -300,13 +309,15 @@ class SilentShapes(OpWatch):
             if len(self._flattened) >= KEPT_FLATTENED:
                 del self._flattened[next(iter(self._flattened))]
             self._flattened[id(result)] = (result, name, site)  # the tensor is kept: its id stays its own
-        batch = self.batch
-        if self.relabel is not None or not batch or batch < 2 or source.dim() < 2 or not result.dim() \
-                or source.shape[0] == batch or result.shape[0] != batch or not source.is_contiguous():
+        if self.relabel is not None or source.dim() < 2 or not result.dim() or not source.is_contiguous():
             return
-        where = next((d for d in range(1, source.dim()) if source.shape[d] == batch), None)
-        if where is not None and math.prod(source.shape[:where]) > 1:
-            self.relabel = Relabel(name, site, tuple(source.shape), tuple(result.shape), where)
+        before, after, batch = tuple(source.shape), tuple(result.shape), self.batch
+        if reordered(before, after):
+            self.relabel = Relabel(name, site, before, after)
+        elif batch and batch > 1 and before[0] != batch and after[0] == batch:
+            where = next((d for d in range(1, len(before)) if before[d] == batch), None)
+            if where is not None and math.prod(before[:where]) > 1:
+                self.relabel = Relabel(name, site, before, after, where)
 
     def _paired(self, name: str, first: torch.Tensor, second: torch.Tensor, result: torch.Tensor, site: Site) -> None:
         if self.pairing is not None or first.requires_grad == second.requires_grad:
@@ -403,14 +414,20 @@ def _order(base: tuple[int, ...], sizes: list[int]) -> list[int]:
 
 def _relabelled(found: Relabel) -> ProbeOutcome:
     site, dim = found.site, found.batch_dim
-    order = [dim, *(d for d in range(len(found.before)) if d != dim)]
-    moved = "transpose(0, 1)" if dim == 1 else f"permute({', '.join(map(str, order))})"
+    if dim is not None:
+        order = [dim, *(d for d in range(len(found.before)) if d != dim)]
+        what = f"makes the batch the first dim of {shape_text(found.before)} without moving the data"
+    else:
+        order = _order(found.before, [d for d in found.after if d != 1])
+        what = f"gives the sizes of {shape_text(found.before)} in another order without moving the data"
+    moved = "transpose(0, 1)" if order[:2] == [1, 0] and order[2:] == list(range(2, len(order))) else \
+        f"permute({', '.join(map(str, order))})"
     return ProbeOutcome(
-        FAIL, f"`{found.op}` at {site.short} makes the batch the first dim of {shape_text(found.before)} without moving "
-        f"the data: each row of the {shape_text(found.after)} result mixes several samples",
-        [f"{found.op} at {site}: {shape_text(found.before)} (batch at dim {dim}) -> {shape_text(found.after)}, in the "
-         "source's memory order (seen in an iteration of the run watched op by op)"],
-        f"move the batch first, then reshape, at {site.short}: x.{moved}.reshape({', '.join(map(str, found.after))})",
+        FAIL, f"`{found.op}` at {site.short} {what}: the {shape_text(found.after)} result mixes values of different "
+        "samples (or features)",
+        [f"{found.op} at {site}: {shape_text(found.before)} -> {shape_text(found.after)}, in the source's memory order "
+         "(seen in an iteration of the run watched op by op)"],
+        f"move the dims first, then reshape, at {site.short}: x.{moved}.reshape({', '.join(map(str, found.after))})",
         data={"cause": "batch_folded"})
 
 
