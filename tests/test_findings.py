@@ -478,6 +478,25 @@ def test_the_scripts_own_safeguards_and_workarounds_are_read_from_its_source(tmp
     assert [site.line for site in source.nan_literals(path)] == [17, 18]
 
 
+def test_a_lightning_freeze_and_the_trainers_precision_are_read_from_the_source(tmp_path) -> None:
+    """BaseFinetuning.freeze(module) freezes as requires_grad=False does; Trainer(precision="16-true")
+    is where a Lightning model is put in float16, inside trainer.fit."""
+    script = tmp_path / "train.py"
+    script.write_text("import lightning as L\n"
+                      "class Stages(BaseFinetuning):\n"
+                      "    def freeze_before_training(self, pl_module):\n"
+                      "        self.freeze(pl_module)\n"
+                      "model.freeze()\n"
+                      "trainer = L.Trainer(max_epochs=3,\n"
+                      "                    precision='16-true')\n"
+                      "other = L.Trainer(max_epochs=1)\n")
+    path = str(script)
+
+    assert [site.line for site in source.freezes(path)] == [4, 5]
+    assert [(site.line, value) for site, value in source.keyword_values(path, {"Trainer"}, "precision")] == [
+        (6, "'16-true'")]
+
+
 def test_numpy_arrays_kept_in_a_dict_of_lists_are_a_holding_fed_at_the_appends(tmp_path) -> None:
     import numpy as np
 
@@ -674,3 +693,10 @@ def test_a_view_that_turns_channels_last_images_into_channels_first_is_found_in_
     found = watch.relabel
     assert found is not None and (found.before, found.after, found.batch_dim) == ((8, 10, 12, 3), (8, 3, 10, 12), None)
     assert "x.permute(0, 3, 1, 2).reshape(8, 3, 10, 12)" in _relabelled(found).fix
+
+
+def test_a_loss_that_levelled_off_is_told_from_one_still_falling() -> None:
+    from tuidebug.probes.learning import levelled_off
+    assert levelled_off([2.0] * 10 + [1.0] * 40)  # down to what the labels share, then flat
+    assert not levelled_off([2.0 - 0.02 * step for step in range(50)])
+    assert not levelled_off([2.0] * 10)  # too few steps to tell

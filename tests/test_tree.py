@@ -133,6 +133,20 @@ def test_a_single_batch_that_cannot_be_fitted_opens_the_learning_checks_on_a_hea
     assert walk.verdict.cause == "cannot_overfit_single_batch"
 
 
+@pytest.mark.parametrize("label_check, verdict", [("pass", "healthy"), ("fail", "labels_misaligned")])
+def test_a_healthy_looking_run_whose_batch_fits_slowly_has_its_labels_checked(label_check, verdict):
+    walk = Walk(load_tree(), branch="healthy")
+    walk.record("overfit", result("overfit", "inconclusive", outcome="still_improving"))
+    walk.advance()
+    walk.advance()
+
+    assert walk.current == "healthy.labels"
+    walk.record(walk.current, result(walk.node.probe, label_check))
+    while walk.verdict is None:
+        walk.advance()
+    assert walk.verdict.cause == verdict
+
+
 def test_a_shape_error_goes_to_the_shape_checks_even_when_the_batch_cannot_be_fitted():
     walk = Walk(load_tree(), branch="shape")
     walk.record("overfit", result("overfit", "fail", outcome="cannot_fit"))

@@ -62,6 +62,10 @@ FACTOR_TRIAL_STEPS = 60
 # on a model that moved (over a dozen recent batches, each seen once or twice, nothing is memorised).
 ALIGNMENT_BATCHES = 3
 ALIGNMENT_STEPS = 60
+# A run "levels off" when the median of its last fifth is within LEVELLED of its middle fifth's: it fell
+# to something and stays there. Misaligned labels give that shape (down to what the labels share, then
+# flat); a run still learning keeps falling well past 5% from the middle of its window to its end.
+LEVELLED = 0.05
 SCHEDULES_PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR", "ReduceLROnPlateau", "CosineAnnealingLR",
                        "PolynomialLR", "LinearLR", "ConstantLR")
 MAX_ACTIVATION_SITES = 2  # a model with one softmax for the loss and one for predictions: both are worth a look
@@ -965,13 +969,15 @@ def trend(ctx: ProbeContext) -> ProbeOutcome:
     chance = _chance(ctx)
     if chance is not None:
         evidence.append(f"chance level for {round(math.exp(chance))} classes: ln({round(math.exp(chance))}) = {chance:.3g}")
-    trainer = ctx.trainer
-    batches = trainer.recent_batches()
-    path = _label_path(ctx, batches[-1]) if batches else None
-    if len(batches) >= 2 and path is not None:
-        verdict = _alignment(ctx, batches, path, evidence)
-        if verdict is not None:
-            return verdict
+    try:
+        batches = ctx.trainer.recent_batches()
+        path = _label_path(ctx, batches[-1]) if batches else None
+        verdict = _alignment(ctx, batches, path, evidence) if len(batches) >= 2 and path is not None else None
+    except LoopGone:  # a loop without a DataLoader lends one iteration a replayed step: the trend stands alone
+        evidence.append("the labels were not checked against shuffled ones: the script's loop ended during the trial")
+        verdict = None
+    if verdict is not None:
+        return verdict
     if falls:
         return ProbeOutcome(PASS, f"the run learns: loss {first:.4g} -> {last:.4g}", evidence)
     if steadily_falling(losses):
@@ -983,6 +989,34 @@ def trend(ctx: ProbeContext) -> ProbeOutcome:
                         + (" (at chance level)" if at_chance else ""), evidence,
                         "no single cause was found by the checks: see each check's outcome",
                         data={"cause": "loss_not_decreasing"})
+
+
+def levelled_off(losses: list[float]) -> bool:
+    """The loss fell to something and stays there: its last fifth's median within LEVELLED of its middle
+    fifth's, over enough steps to tell."""
+    fifth = len(losses) // 5
+    if fifth < 3:
+        return False
+    middle, last = statistics.median(losses[2 * fifth:3 * fifth]), statistics.median(losses[-fifth:])
+    return middle > 0 and last >= (1 - LEVELLED) * middle
+
+
+@probe("learning.labels", prefers_copy=True)
+def labels(ctx: ProbeContext) -> ProbeOutcome:
+    """A run that looks healthy while one batch fits slowly: when its loss has levelled off, do its
+    labels follow its inputs (the alignment trial of the trend check)?"""
+    losses = finite([s.loss for s in ctx.history])
+    if not levelled_off(losses):
+        return ProbeOutcome(PASS, f"the run's loss keeps falling ({_curve(losses)}): not levelled off"
+                            if losses else "no loss recorded: nothing to judge")
+    evidence = [f"the run's loss levelled off: {_curve(losses)}"]
+    batches = ctx.trainer.recent_batches()
+    path = _label_path(ctx, batches[-1]) if batches else None
+    if len(batches) < 2 or path is None:
+        return ProbeOutcome(INCONCLUSIVE, "the loss levelled off, but no labels to check in the recent batches",
+                            evidence)
+    verdict = _alignment(ctx, batches, path, evidence)
+    return verdict or ProbeOutcome(PASS, "no sign that the labels are misaligned", evidence)
 
 
 def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[str]) -> ProbeOutcome | None:
@@ -1004,14 +1038,20 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
     memorises = real[1] < LEARNS * real[0] or (real[1] < (1 - SAME) * real[0] and real[3] > (1 + SAME) * real[2])
     generalises = real[3] < (1 - SAME) * real[2]
     beats_shuffled = real[3] < (1 - SAME) * shuffled[3]
-    # Containers of different lengths read with one index are a misalignment by construction; the trial
-    # then only has to show that the labels as given are no better than shuffled ones (a slow model may
-    # not memorise in ALIGNMENT_STEPS).
+    # Containers of different lengths read with one index, or files listed in the file system's order
+    # (paired by position with another listing or a label table), make a misalignment by construction;
+    # the trial then only has to show that the labels as given help a held-out batch no more than
+    # shuffled ones (a slow model may not memorise in ALIGNMENT_STEPS, and what the labels share, their
+    # mean or a mask's background, it learns from shuffled ones as well).
     dataset = ctx.run.dataset()
     unequal = _unequal_containers(dataset)
-    if not (memorises or unequal) or generalises or beats_shuffled:
-        return None
     where = _near_the_loop(ctx, in_files(ctx.run.facts.source_files, shuffles))
+    # A listing is the suspect unless a sequence is shuffled on its own where the loop prepares its data.
+    listed = [] if unequal or (where and _in_the_loop(ctx, where[0])) else \
+        in_files(ctx.run.facts.source_files, unsorted_listings)
+    where = [] if listed else where
+    if beats_shuffled or (not (unequal or listed) and (not memorises or generalises)):
+        return None
     evidence += [f"one sequence is shuffled on its own at {site}" for site in where]
     idle = [seen for seen in ctx.run.facts.loaders.values() if seen.shuffled and not seen.trained and seen.iterated]
     evidence += [f"a DataLoader with shuffle=True (made at {seen.created or '?'}) is iterated at {seen.iterated} but "
@@ -1021,7 +1061,6 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
         evidence.append("__getitem__ reads containers of different lengths with the same index: " + "; ".join(
             f"`self.{name}` ({length} entries) at {site}" for name, length, site in unequal))
         where = [site for _, _, site in unequal]
-    listed = [] if unequal or where else in_files(ctx.run.facts.source_files, unsorted_listings)
     evidence += [f"file names are listed in the file system's order at {site}: labels kept in another order do "
                  "not follow them" for site in listed]
     if unequal:
@@ -1046,10 +1085,11 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
                                        ", and check the indexing in __getitem__"))
     trained = (f"training fits the batches it sees (loss {real[0]:.4g} -> {real[1]:.4g}) but" if memorises else
                f"__getitem__ pairs `self.{unequal[0][0]}` and `self.{unequal[1][0]}` of different lengths, and "
-               "training on them")
+               "training on them" if unequal else
+               f"the files are paired in listing order ({listed[0].short}), and training on them")
     return ProbeOutcome(
-        FAIL, f"inputs and labels do not match: {trained} learns nothing for another batch (held-out "
-        f"{real[2]:.4g} -> {real[3]:.4g}; {shuffled[3]:.4g} after training on shuffled labels)", evidence, fix,
+        FAIL, f"inputs and labels do not match: {trained} helps another batch no more than shuffled labels do "
+        f"(held-out {real[2]:.4g} -> {real[3]:.4g}; {shuffled[3]:.4g} after training on shuffled labels)", evidence, fix,
         data={"cause": "labels_misaligned", "confirmed": True})
 
 
@@ -1089,11 +1129,14 @@ def _same_length(dataset: Any, container: tuple[str, int, Site]) -> list[tuple[s
 def _near_the_loop(ctx: ProbeContext, sites: list[Site]) -> list[Site]:
     """``sites`` with those in the function that calls the model first (where the loop prepares its
     data), then the rest in file order."""
+    return sorted(sites, key=lambda site: not _in_the_loop(ctx, site))
+
+
+def _in_the_loop(ctx: ProbeContext, site: Site) -> bool:
+    """Whether ``site`` is in the function that calls the model (unknown: taken as yes)."""
     loop = ctx.run.facts.model_site
-    if loop is None:
-        return sites
-    scope = enclosing_function(loop.path, loop.line)
-    return sorted(sites, key=lambda site: (site.path != loop.path or enclosing_function(site.path, site.line) != scope))
+    return loop is None or (site.path == loop.path and
+                            enclosing_function(site.path, site.line) == enclosing_function(loop.path, loop.line))
 
 
 def _generalisation(ctx: ProbeContext, train: list[Any], held_out: Any) -> tuple[float, float, float, float] | None:

@@ -19,6 +19,7 @@ A check fails when its cause is present; the decide node ranks the failures. The
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from typing import Any
@@ -29,7 +30,7 @@ from tuidebug.batches import tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, probe)
 from tuidebug.probes.inputs import data_tensors
-from tuidebug.probes.source import calls_named, in_files, switched_off_clips
+from tuidebug.probes.source import calls_named, in_files, keyword_values, switched_off_clips
 from tuidebug.probes.trials import Start, Trial, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
@@ -463,8 +464,9 @@ def precision(ctx: ProbeContext) -> ProbeOutcome:
     trainer.reset(ctx.break_state)
     trainer.step(trainer.prepare(), Adjust(mode=lambda: watch))
     evidence = [f"{len(half_params)} float16 parameter tensor(s)" + (f" (e.g. {half_params[0]})" if half_params else "")]
-    if ctx.run.facts.half_site:
-        evidence.append(f"the model is put in float16 by .half() at {ctx.run.facts.half_site}")
+    origin = _half_origin(ctx)
+    if origin is not None:
+        evidence.append(origin.evidence)
     if not watch.half and not half_params:
         return ProbeOutcome(PASS, "no half-precision tensor in the failing step", evidence)
     scaler = ctx.run.uses_grad_scaler()
@@ -480,12 +482,12 @@ def precision(ctx: ProbeContext) -> ProbeOutcome:
             evidence.append("the loss was climbing before the failure: the rate may drive the weights there"
                             if climbing else "the loss was not climbing before the failure: the weights overflowed "
                             "in float16, not from a runaway rate")
-            half = f" (.half() at {ctx.run.facts.half_site.split(' ', 1)[0]})" if ctx.run.facts.half_site else ""
             return ProbeOutcome(
                 FAIL, "float16 overflow in the optimizer's update: float16 weights became inf from finite gradients",
-                evidence, f"keep the model and the optimizer in float32 (drop model.half(){half}) and train under "
-                "torch.autocast(device_type, dtype=torch.float16) with a torch.amp.GradScaler, or use bfloat16 "
-                "(float16 rounds Adam's eps=1e-8 to 0)", data={"confirmed": None, "definitive": not climbing})
+                evidence, (origin.fix if origin is not None else "keep the model and the optimizer in float32 (drop "
+                           "model.half()) and train under torch.autocast(device_type, dtype=torch.float16) with a "
+                           "torch.amp.GradScaler, or use bfloat16") + " (float16 rounds Adam's eps=1e-8 to 0)",
+                data={"confirmed": None, "definitive": not climbing})
     if watch.first is None:
         return ProbeOutcome(PASS, "float16 is used, but no float16 op overflowed in the failing step", evidence)
     name, site, detail = watch.first
@@ -496,10 +498,41 @@ def precision(ctx: ProbeContext) -> ProbeOutcome:
     evidence += [f"replay as written: {as_is.describe()}", f"... computed in float32: {in_float32.describe()}"]
     return ProbeOutcome(
         FAIL, f"float16 overflow: {name} at {site.short} goes past {FLOAT16_MAX:g}", evidence,
-        "keep the model in float32 (no model.half()) and train under torch.autocast(device_type, dtype=torch.float16) "
-        "with a torch.amp.GradScaler, or use bfloat16",
+        origin.fix if origin is not None else "keep the model in float32 (no model.half()) and train under "
+        "torch.autocast(device_type, dtype=torch.float16) with a torch.amp.GradScaler, or use bfloat16",
         data={"confirmed": as_is.blew_up and in_float32.holds,
               "fixed_loss": in_float32.final if in_float32.holds else None})
+
+
+@dataclasses.dataclass(frozen=True)
+class HalfOrigin:
+    """Where the model was put in float16, and the fix that keeps its weights in float32."""
+
+    evidence: str
+    fix: str
+
+
+# Lightning's Trainer precision that holds the weights themselves in float16 (a bare 16 means "16-mixed").
+_TRUE_PRECISIONS = ("16-true",)
+
+
+def _half_origin(ctx: ProbeContext) -> HalfOrigin | None:
+    """A Lightning Trainer given a "-true" precision converts the model itself (its .half() runs inside
+    trainer.fit, so the user's own line of it is the Trainer's precision argument); else the script's
+    own .half() or .to(torch.float16)."""
+    if ctx.run.lightning_module() is not None:
+        for site, value in in_files(ctx.run.facts.source_files, keyword_values, {"Trainer"}, "precision"):
+            if value.strip("'\"") in _TRUE_PRECISIONS:
+                return HalfOrigin(
+                    f"Lightning's Trainer puts the weights in float16: precision={value} at {site}",
+                    f"pass precision='16-mixed' (float32 weights, float16 compute with a gradient scaler) or "
+                    f"'bf16-mixed' to the Trainer at {site.short} instead of {value}")
+    if ctx.run.facts.half_site:
+        return HalfOrigin(f"the model is put in float16 by .half() at {ctx.run.facts.half_site}",
+                          f"keep the model and the optimizer in float32 (drop model.half() (.half() at "
+                          f"{ctx.run.facts.half_site.split(' ', 1)[0]})) and train under torch.autocast(device_type, "
+                          "dtype=torch.float16) with a torch.amp.GradScaler, or use bfloat16")
+    return None
 
 
 def _half_loss(ctx: ProbeContext) -> ProbeOutcome | None:
@@ -519,8 +552,9 @@ def _half_loss(ctx: ProbeContext) -> ProbeOutcome | None:
         if halves:
             evidence.append(f"float16 tensors in {frame.function} at {os.path.basename(frame.path)}:{frame.line}: "
                             + ", ".join(f"`{name}`" for name in halves[:8]))
-    if ctx.run.facts.half_site:
-        evidence.append(f"put in float16 at {ctx.run.facts.half_site}")
+    origin = _half_origin(ctx)
+    if origin is not None:
+        evidence.append(origin.evidence)
     evidence.append("not replayed in float32: the script's loop is gone and its loss cannot be rebuilt")
     return ProbeOutcome(
         FAIL, f"float16 overflow: the loss is float16 and went past {FLOAT16_MAX:g}", evidence,

@@ -260,9 +260,23 @@ def calls_named(path: str, names: set[str], inside_class: str | None = None) -> 
     return next((sites for sites in map(found_in, classes) if sites), None) or found_in(tree)
 
 
+def keyword_values(path: str, names: set[str], keyword: str) -> list[tuple[Site, str]]:
+    """The calls in ``path`` to a function or class named one of ``names`` that pass ``keyword``, each
+    with that argument's source text (``Trainer(precision="16-true")`` gives ``'16-true'``)."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _name_of(node.func) in names:
+            found += [(Site(path, node.lineno, ""), ast.unparse(arg.value)) for arg in node.keywords if arg.arg == keyword]
+    return sorted(found, key=lambda pair: pair[0].line)
+
+
 def freezes(path: str) -> list[Site]:
     """The lines of ``path`` that turn gradients off: ``p.requires_grad = False``,
-    ``m.requires_grad_(False)`` or ``nn.Embedding.from_pretrained(w)`` (frozen unless ``freeze=False``)."""
+    ``m.requires_grad_(False)``, ``nn.Embedding.from_pretrained(w)`` (frozen unless ``freeze=False``) or a
+    call named ``freeze`` (Lightning's ``BaseFinetuning.freeze(modules)`` and ``LightningModule.freeze()``)."""
     tree = _tree(path)
     if tree is None:
         return []
@@ -281,6 +295,8 @@ def freezes(path: str) -> list[Site]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "from_pretrained" \
                 and not any(k.arg == "freeze" and false(k.value) for k in node.keywords) and _embedding(node.func.value):
             lines.append(Site(path, node.lineno, ""))  # nn.Embedding.from_pretrained freezes by default
+        elif isinstance(node, ast.Call) and _name_of(node.func) == "freeze":
+            lines.append(Site(path, node.lineno, ""))
     return sorted(set(lines), key=lambda site: site.line)
 
 
