@@ -3,6 +3,7 @@ probe leaves the run exactly as it was."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -171,3 +172,25 @@ def test_inspector_figures_equal_those_computed_directly(start_run):
     assert f["example"] == pytest.approx(features[0].tolist())
     counts = {str(int(c)): int(n) for c, n in zip(*torch.unique(labels, return_counts=True))}
     assert by_path["batch['label']"]["labels"] == counts
+
+
+@pytest.mark.parametrize("rate, status", [("0.05", "pass"), ("5e-5", "fail")])
+def test_a_loop_updating_by_hand_is_replayed_iteration_by_iteration_and_its_update_scaled(start_run, rate, status):
+    """No optimizer and no DataLoader: a replayed iteration ends at the next forward after its backward
+    (the update is in between), and the rate check scales that update in place of a rate. The replays
+    borrow the loop's own iterations, and the weights are restored: the script ends where plain python's
+    run of that many fewer iterations does (to 1e-3: the first real iteration after the probe pairs its
+    held input with a target the loop drew during the probe), not where a 100-fold update leads."""
+    run, session = start_run(SCRIPTS / "hand_sgd.py", rate, "300", break_at=20)
+    wait_for(lambda: session.state == "paused", what="the break")
+
+    result = _run_probe(run, session, "learning.rate")
+
+    assert result.status == status, result.summary
+    borrowed = int(re.search(r"borrowed (\d+) iteration", result.evidence[-1]).group(1))
+    if status == "fail":
+        assert result.data["cause"] == "learning_rate_too_low" and result.data["confirmed"]
+        assert "hand_sgd.py:19" in " ".join(result.evidence)  # p -= lr * p.grad
+    final = _finish(run, session).split()
+    plain = _plain_output(SCRIPTS / "hand_sgd.py", rate, str(300 - borrowed)).result().split()
+    assert [float(v) for v in final] == pytest.approx([float(v) for v in plain], rel=1e-3)

@@ -180,6 +180,9 @@ class RunView(Protocol):
     def uses_grad_scaler(self) -> bool:
         """Whether the script scales its loss with an AMP GradScaler."""
 
+    def hand_updated_parameters(self) -> list[torch.Tensor]:
+        """The weights a loop without an optimizer updates by hand (empty where an optimizer steps)."""
+
     def load_case(self, path: str) -> tuple[dict[str, Any], Any, list[Any]]:
         """A reproduction bundle: its metadata, the state to replay from, and its batches."""
 

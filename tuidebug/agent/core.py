@@ -401,6 +401,8 @@ class Agent:
         self.facts.observe_call_size(tensors, user_site)
         if self.facts.model_site is None:
             self.facts.model_site = user_site()
+            if self.facts.model_site is not None:  # the loop's file: read by the checks that scan the source
+                self.facts.source_files.add(self.facts.model_site.path)
             self.facts.observe_first_inputs(tensors, self.facts.model_site)
         if self.batches and sampled(self.step + 1):
             self.facts.input_paths = input_paths(args, kwargs, self.batches[-1].batch)
@@ -768,6 +770,14 @@ class Agent:
             self.event("manual_updates", "parameters change between backward passes without an optimizer: "
                        "a step is counted per backward pass")
         self._fingerprint = now
+
+    def hand_updated_parameters(self) -> list[torch.Tensor]:
+        """The weights a loop without an optimizer updates by hand (none where an optimizer steps)."""
+        if not self.manual_updates or self._primary is not None:
+            return []
+        if self.model is not None:
+            return [p for p in self.model.parameters() if p.requires_grad]
+        return list(self._leaves)
 
     def after_backward(self) -> None:
         """After the outermost backward, in loops that update by hand: the step's gradient norms."""

@@ -28,7 +28,7 @@ import torch
 import tuidebug.probes  # noqa: F401  (the probe families register themselves on import)
 from tuidebug.agent.output import probe_output
 from tuidebug.agent.snapshot import Snapshot
-from tuidebug.agent.trainers import MODEL_CALL, CopyTrainer, ReplayTrainer, StepAdjuster
+from tuidebug.agent.trainers import MODEL_CALL, CopyTrainer, HandUpdateAdjuster, ReplayTrainer, StepAdjuster
 from tuidebug.probe_api import (
     ON_TRAINING_THREAD, PREFERS_COPY, PROBES, Adjust, Iteration, LoopGone, NeedsLoop, NoPipeline, ProbeContext, ProbeOutcome)
 from tuidebug.protocol import Command, ProbeProgress, ProbeResult
@@ -61,6 +61,7 @@ class ProbeRuntime:
         self.cancel = threading.Event()
         self.source: int | None = None
         self.pending_restore: Snapshot | None = None
+        self.resume_state: Snapshot | None = None  # where the loop goes on after the probes, when not the pause
         self.result: ProbeResult | None = None
         self._started = False
         self._replay_input: Any = None
@@ -69,6 +70,7 @@ class ProbeRuntime:
         self._adjust = Adjust()
         self._iteration = Iteration()
         self._adjuster: StepAdjuster | None = None
+        self._by_hand: HandUpdateAdjuster | None = None  # a trial's rate in a loop that updates by hand
         self._target_index = 0
         self._stepped = False
         self._mode: Any = None
@@ -123,8 +125,11 @@ class ProbeRuntime:
 
     def at_iteration_boundary(self) -> bool:
         """A model call that starts a replayed iteration: the first, or one after the previous replayed
-        iteration stepped, with gradients on (an evaluation call in between passes untouched)."""
-        return torch.is_grad_enabled() and (not self._started or self._stepped)
+        iteration stepped, with gradients on (an evaluation call in between passes untouched). A loop
+        that updates by hand has no optimizer step to wait for: its iteration ends with its backward
+        (the update follows it, before the next forward)."""
+        stepped = self._stepped or (self.agent.manual_updates and bool(self._losses))
+        return torch.is_grad_enabled() and (not self._started or stepped)
 
     def begin(self, real: Any) -> Any:
         """The loop reached its hand-off point and the probe's first iteration is due: keep the real
@@ -136,10 +141,18 @@ class ProbeRuntime:
     def next_input(self, fetch: Any) -> Any:
         """At the hand-off point while replaying: the inputs the user's loop gets next."""
         if not self._started:
-            return self.begin(fetch())
+            # The iteration in flight at the pause has run on to here (its update included): the loop goes on
+            # from this state once the probes are done (they all start from the pause's), or that update
+            # would be lost.
+            real = fetch()
+            self.resume_state = self.agent.take_snapshot()
+            return self.begin(real)
         self.agent.control.held_seconds += time.perf_counter() - self._handed_at  # a borrowed iteration
         probe_output(inside=False)
         self._end_mode()
+        if self._by_hand is not None:
+            by_hand, self._by_hand = self._by_hand, None
+            by_hand.after()
         self._done.set()  # the iteration on the probe's inputs is complete: its losses are in
         self.agent.control.hold(f"probe {self.active.probe} running", "batch", state="probing")
         if self.replaying:
@@ -149,6 +162,9 @@ class ProbeRuntime:
             self._started = True
             return self._hand_over()
         held, self._held = self._held, None
+        if self.resume_state is not None:
+            self.resume_state.restore()
+            self.resume_state = None
         return held
 
     def _hand_over(self) -> Any:
@@ -170,6 +186,9 @@ class ProbeRuntime:
             self._mode.__enter__()
         self._target_index = 0
         self._stepped = False
+        params = self.agent.hand_updated_parameters()
+        if params and (self._adjust.lr_scale != 1.0 or self._adjust.measure_update):
+            self._by_hand = HandUpdateAdjuster(params, self._adjust, self._iteration)
         self._handed_at = time.perf_counter()
         probe_output(inside=True)
         return self._replay_input
@@ -226,6 +245,7 @@ class ProbeRuntime:
         """The script ended: a probe waiting on the loop gives up (and is finished in post-mortem)."""
         probe_output(inside=False)
         self._end_mode()
+        self.resume_state = None
         self._loop_gone = True
         self._done.set()
 

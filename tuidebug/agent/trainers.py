@@ -69,6 +69,26 @@ class StepAdjuster:
         self._before = []
 
 
+class HandUpdateAdjuster:
+    """The trial's rate for a loop that updates its weights by hand (no optimizer to rescale): the
+    iteration's own update, weights after minus weights before, is scaled by ``lr_scale`` once it is
+    done; it is also measured against the weights."""
+
+    def __init__(self, params: list[torch.Tensor], adjust: Adjust, result: Iteration) -> None:
+        self.params, self.adjust, self.result = params, adjust, result
+        self._before = [p.detach().clone() for p in params]
+
+    def after(self) -> None:
+        with torch.no_grad():
+            moves = [p.detach() - b for p, b in zip(self.params, self._before)]
+            if self.adjust.lr_scale != 1.0:
+                for p, b, move in zip(self.params, self._before, moves):
+                    p.copy_(b + self.adjust.lr_scale * move)
+            moved = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(m.float()) for m in moves]))
+            size = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(b.float()) for b in self._before]))
+            self.result.update_ratio = float(moved / size.clamp_min(1e-30))
+
+
 class ReplayTrainer:
     method = "replay through the script's own loop"
 

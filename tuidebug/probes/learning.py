@@ -34,7 +34,8 @@ from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, Need
                                 ProbeOutcome, probe)
 from tuidebug.probes.source import (
     assignment_target, assignments, backward_target, bias_inits, calls_named, enclosing_function, forced_requires_grad,
-    freezes, grad_off_block, grad_switched_off, guarded_steps, in_files, indexed_attributes, module_site,
+    freezes, grad_off_block, grad_switched_off, guarded_steps, hand_updates, in_files, keyword_values, option_defaults,
+    rate_name, indexed_attributes, module_site,
     rate_assignments, returns_nothing, rewrapped, shuffles, unsorted_listings, weight_inits)
 from tuidebug.probes.trials import finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, tensors_of
@@ -481,6 +482,8 @@ def _rate_curve(history: list[Any]) -> list[tuple[int, float]]:
 def rate(ctx: ProbeContext) -> ProbeOutcome:
     facts = ctx.run.facts
     curve = _rate_curve(ctx.history)
+    if not curve and ctx.run.hand_updated_parameters():
+        return _hand_update_rate(ctx)
     if not curve:
         return ProbeOutcome(INCONCLUSIVE, "no learning rate seen (no optimizer step)")
     first, last = curve[0][1], curve[-1][1]
@@ -566,6 +569,60 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
                             "either: not the cause", evidence)
     return ProbeOutcome(FAIL, f"the steps are tiny ({ratio:.2g} of the weights), and higher rates did not help either",
                         evidence, "raise the learning rate", data={"cause": "learning_rate_too_low", "confirmed": False})
+
+
+def _hand_update_rate(ctx: ProbeContext) -> ProbeOutcome:
+    """A loop that updates its weights by hand has no optimizer rate to read: the size of its update is
+    measured on a replayed iteration, and the update is scaled up in the trials instead of a rate."""
+    where = in_files(ctx.run.facts.source_files, hand_updates)
+    evidence = ["the loop updates its weights by hand (no optimizer)"] + [f"the update is at {site}" for site in where]
+    origin, option = _hand_rate_origin(ctx, where[0]) if where else ([], None)
+    evidence += origin
+    trainer = ctx.trainer
+    trainer.reset(ctx.break_state)
+    ratio = trainer.step(trainer.prepare(), Adjust(measure_update=True)).update_ratio
+    if ratio is None:
+        return ProbeOutcome(INCONCLUSIVE, "the size of a hand-written update could not be measured", evidence)
+    evidence.append(f"one iteration moves the weights by {ratio:.2g} of their size")
+    if ratio >= SMALL_UPDATE:
+        return ProbeOutcome(PASS, f"the hand-written update moves the weights by {ratio:.2g} of their size a step",
+                            evidence)
+    evidence.append(f"replay as written: {_curve(_trial(ctx, Adjust()))}")
+    at = f" at {where[0].short} (`{where[0].text}`)" if where else ""
+    raise_it = (f"raise --{option[0]} (default {option[1]} at {option[2].short})" if option else
+                f"raise the learning rate of the update{at}")
+    for factor in RATE_FACTORS:
+        raised = _trial(ctx, Adjust(lr_scale=factor))
+        evidence.append(f"... with the update x{factor:g}: {_curve(raised)}")
+        if _learns(raised):
+            return ProbeOutcome(
+                FAIL, f"the learning rate is too low: the hand-written update moves the weights by {ratio:.2g} of their "
+                f"size a step; {factor:g} times larger, the loss falls", evidence,
+                f"{raise_it} about {factor:g}-fold",
+                data={"cause": "learning_rate_too_low", "confirmed": True})
+    if ratio >= TINY_UPDATE:
+        return ProbeOutcome(PASS, f"the hand-written steps are small ({ratio:.2g} of the weights), but larger ones did "
+                            "not help either: not the cause", evidence)
+    return ProbeOutcome(FAIL, f"the hand-written steps are tiny ({ratio:.2g} of the weights), and larger ones did not "
+                        "help either", evidence, raise_it,
+                        data={"cause": "learning_rate_too_low", "confirmed": False})
+
+
+def _hand_rate_origin(ctx: ProbeContext, update: Site) -> tuple[list[str], tuple[str, str, Site] | None]:
+    """Where the rate of a hand-written update comes from: the calls that pass it by name
+    (``LOMO(model, lr=args.learning_rate)``) and the command-line option's default behind them."""
+    name = rate_name(update.path, update.line)
+    if name is None:
+        return [], None
+    lines, option = [], None
+    for site, value in in_files(ctx.run.facts.source_files, keyword_values, None, name):
+        if value.split(".")[-1] == name:
+            continue  # passed on under its own name: the call that names its source is the one to show
+        lines.append(f"the update's rate `{name}` is passed as {name}={value} at {site}")
+        for default_site, default in option_defaults(site.path, value.split(".")[-1]):
+            lines.append(f"--{value.split('.')[-1]} defaults to {default} at {default_site}")
+            option = option or (value.split(".")[-1], default, default_site)
+    return lines, option
 
 
 def _rate_set_by_hand(evidence: list[str]) -> str | None:

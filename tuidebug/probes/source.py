@@ -260,17 +260,61 @@ def calls_named(path: str, names: set[str], inside_class: str | None = None) -> 
     return next((sites for sites in map(found_in, classes) if sites), None) or found_in(tree)
 
 
-def keyword_values(path: str, names: set[str], keyword: str) -> list[tuple[Site, str]]:
-    """The calls in ``path`` to a function or class named one of ``names`` that pass ``keyword``, each
-    with that argument's source text (``Trainer(precision="16-true")`` gives ``'16-true'``)."""
+def keyword_values(path: str, names: set[str] | None, keyword: str) -> list[tuple[Site, str]]:
+    """The calls in ``path`` to a function or class named one of ``names`` (any, for None) that pass
+    ``keyword``, each with that argument's source text (``Trainer(precision="16-true")`` gives
+    ``'16-true'``)."""
     tree = _tree(path)
     if tree is None:
         return []
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _name_of(node.func) in names:
+        if isinstance(node, ast.Call) and (names is None or _name_of(node.func) in names):
             found += [(Site(path, node.lineno, ""), ast.unparse(arg.value)) for arg in node.keywords if arg.arg == keyword]
     return sorted(found, key=lambda pair: pair[0].line)
+
+
+def hand_updates(path: str) -> list[Site]:
+    """The lines of ``path`` that update weights by hand from their gradients: ``p -= lr * p.grad``,
+    ``p.data.add_(p.grad, alpha=-lr)``, ``w.sub_(lr * grad)``."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+
+    def mentions_grad(node: ast.AST) -> bool:
+        return any(isinstance(sub, ast.Attribute) and sub.attr == "grad" or
+                   isinstance(sub, ast.Name) and "grad" in sub.id.lower() for sub in ast.walk(node))
+
+    found = [Site(path, node.lineno, "") for node in ast.walk(tree)
+             if isinstance(node, ast.AugAssign) and isinstance(node.op, (ast.Sub, ast.Add)) and mentions_grad(node.value)
+             or isinstance(node, ast.Call) and _name_of(node.func) in ("add_", "sub_")
+             and any(map(mentions_grad, [*node.args, *(k.value for k in node.keywords)]))]
+    return sorted(set(found), key=lambda site: site.line)
+
+
+RATE_NAME = re.compile(r"^(lr|learning_rate|step_size|eta|alpha|rate)$", re.IGNORECASE)
+
+
+def rate_name(path: str, line: int) -> str | None:
+    """The name the statement at ``line`` uses for a learning rate (``lr`` in ``p -= lr * p.grad``,
+    ``lr`` in ``p.add_(g, alpha=-self.lr)``)."""
+    tree = _tree(path)
+    statements = [node for node in ast.walk(tree) if isinstance(node, ast.stmt) and node.lineno == line] \
+        if tree is not None else []
+    return next((name for statement in statements for sub in ast.walk(statement) for name in [_name_of(sub)]
+                 if name and RATE_NAME.match(name)), None)
+
+
+def option_defaults(path: str, option: str) -> list[tuple[Site, str]]:
+    """The ``parser.add_argument("--option", default=...)`` calls of ``path``, with the default's source text."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+    flags = {"--" + option, "--" + option.replace("_", "-")}
+    return [(Site(path, node.lineno, ""), ast.unparse(keyword.value)) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and _name_of(node.func) == "add_argument"
+            and any(isinstance(arg, ast.Constant) and arg.value in flags for arg in node.args)
+            for keyword in node.keywords if keyword.arg == "default"]
 
 
 def freezes(path: str) -> list[Site]:
