@@ -39,6 +39,7 @@ STALE_CHECKS = 3
 # A schedule collapses the rate when it falls below LR_COLLAPSE of its start; stepped every batch, it
 # does so "early" when that happens within the first epoch (or, without a DataLoader, EARLY_COLLAPSE steps).
 LR_COLLAPSE = 1e-3
+ROUNDING = 1 + 1e-9  # three factor-0.1 decays are LR_COLLAPSE, a hair above it in binary floating point
 EARLY_COLLAPSE = 1000
 # However the rate is set (a scheduler, or by hand in the loop), one that fell below LR_COLLAPSE of its
 # start and has stayed there for as many steps as it took to get there (and COLLAPSED_STEPS at least)
@@ -529,7 +530,7 @@ class Facts:
             return
         if self.first_lr is None:
             self.first_lr = float(lr)
-        if self.first_lr > 0 and lr < LR_COLLAPSE * self.first_lr:
+        if self.first_lr > 0 and lr < LR_COLLAPSE * ROUNDING * self.first_lr:
             self.lr_collapsed_at = self.lr_collapsed_at or step
             self.last_lr = float(lr)
         else:

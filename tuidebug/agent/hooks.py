@@ -301,8 +301,11 @@ def _install_state_hooks(agent: Agent) -> Callable[[], None]:
             return original(*args, **kwargs)
         return save
 
-    scheduler = torch.optim.lr_scheduler.LRScheduler
-    return _undo_all(_replace(scheduler, "__init__", wrap_init), _replace(scheduler, "step", wrap_step),
+    scheduler, plateau = torch.optim.lr_scheduler.LRScheduler, torch.optim.lr_scheduler.ReduceLROnPlateau
+    # ReduceLROnPlateau overrides both (its __init__ does not call LRScheduler's): what it overrides is wrapped too.
+    plateau_hooks = [_replace(plateau, name, wrap) for name, wrap in (("__init__", wrap_init), ("step", wrap_step))
+                     if name in vars(plateau)]
+    return _undo_all(*plateau_hooks, _replace(scheduler, "__init__", wrap_init), _replace(scheduler, "step", wrap_step),
                      _replace(torch.optim.Optimizer, "__init__", wrap_optimizer_init),
                      _replace(torch.optim.Optimizer, "zero_grad", wrap_zero_grad),
                      _replace(torch.nn.Module, "zero_grad", wrap_zero_grad),

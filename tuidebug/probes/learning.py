@@ -42,6 +42,9 @@ from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site, is_user_file
 
 LR_COLLAPSE = 1e-3
+# Three factor-0.1 decays (ReduceLROnPlateau's default) are exactly LR_COLLAPSE in decimal, a hair above it
+# in binary floating point: the comparison allows for that rounding.
+ROUNDING = 1 + 1e-9
 TINY_UPDATE = 1e-6
 # Healthy steps move the weights by about 1e-3 of their size; below SMALL_UPDATE (a decade under the low
 # end of that) the rate is a suspect, and the raised-rate trials decide whether it is the cause.
@@ -493,7 +496,7 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
     evidence += schedules
     projected = [(c, c.collapse_step()) for c in facts.schedulers.values() if c.calls >= 0.8 * steps]
     projected = [(c, at) for c, at in projected if at is not None and at <= (facts.epoch_length or 1000)]
-    if projected and not (first > 0 and last < LR_COLLAPSE * first):
+    if projected and not (first > 0 and last < LR_COLLAPSE * ROUNDING * first):
         calls, at = projected[0]
         evidence.append(f"{calls.kind}'s own settings put the rate below {LR_COLLAPSE:g} of its start at step {at}"
                         + (f", inside the first epoch of {facts.epoch_length} batches" if facts.epoch_length else ""))
@@ -502,8 +505,8 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
             f" and falls below {LR_COLLAPSE:g} of its start by step {at}", evidence,
             f"step {calls.kind} once per epoch, not every batch: move scheduler.step() ({calls.site}) out of the batch "
             "loop", data={"cause": "lr_schedule_decay", "collapsed_at": at})
-    if first > 0 and last < LR_COLLAPSE * first:
-        collapsed = next(s for s, lr in curve if lr < LR_COLLAPSE * first)
+    if first > 0 and last < LR_COLLAPSE * ROUNDING * first:
+        collapsed = next(s for s, lr in curve if lr < LR_COLLAPSE * ROUNDING * first)
         per_step = [c for c in facts.schedulers.values() if c.calls >= 0.5 * steps]
         evidence.append(f"the rate fell below {LR_COLLAPSE:g} of its start at step {collapsed}")
         zeroed = next((c for c in facts.schedulers.values() if c.gamma() == 0), None)
