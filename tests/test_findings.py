@@ -700,3 +700,11 @@ def test_a_loss_that_levelled_off_is_told_from_one_still_falling() -> None:
     assert levelled_off([2.0] * 10 + [1.0] * 40)  # down to what the labels share, then flat
     assert not levelled_off([2.0 - 0.02 * step for step in range(50)])
     assert not levelled_off([2.0] * 10)  # too few steps to tell
+
+
+def test_a_reshape_that_infers_the_batch_while_its_size_holds_several_examples_folds_the_batch() -> None:
+    from tuidebug.agent.crash import _folded_reshape
+    folded = _folded_reshape("shape '[-1, 115200]' is invalid for input of size 72000", batch=5)
+    assert folded is not None and folded[2] and "8 x 14400" in folded[0] and ".view(x.size(0), -1)" in folded[1]
+    # a batch size written first (the last batch is smaller) is not a fold
+    assert _folded_reshape("shape '[16, 8, 8]' is invalid for input of size 704", batch=88) is None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import linecache
+import math
 import re
 import resource
 import sys
@@ -154,7 +155,9 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
                               "leads from it to any parameter")
     elif isinstance(exc, (RuntimeError, ValueError, IndexError)) and SHAPE_MESSAGE.search(str(exc)):
         crash.kind, crash.cause = "shape", "shape_mismatch"
-        reshape = _reshape_finding(str(exc))
+        reshape = _folded_reshape(str(exc), model_batch) or _reshape_finding(str(exc))
+        if reshape is not None and reshape[2]:
+            crash.cause = "batch_folded"
         crash.findings.append(reshape[0] if reshape else
                               "a shape error raised by torch; the operands on the failing line are listed")
         crash.findings += _one_hot_hint(one_hot)
@@ -375,7 +378,29 @@ def _single_sample_batch(crash: Crash, failed: FailedModule | None, loader: Load
 RESHAPE = re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)")
 
 
-def _reshape_finding(message: str) -> tuple[str, str] | None:
+def _folded_reshape(message: str, batch: int | None) -> tuple[str, str, bool] | None:
+    """A view/reshape that infers the batch (``-1`` first) while its fixed sizes hold several examples' worth
+    of values (``view(-1, 8*16*30*30)`` on a batch of 8 examples of 16*30*30): it folds the batch into one
+    row. Every full batch trained as a single example; only a smaller batch (an epoch's last) cannot fill
+    the row, and raises."""
+    match = RESHAPE.search(message)
+    if not match or not batch:
+        return None
+    dims, size = [int(d) for d in match.group(1).split(",")], int(match.group(2))
+    if size % batch or len(dims) < 2 or dims[0] != -1 or min(dims[1:]) < 1:
+        return None
+    per_example, folded = size // batch, math.prod(dims[1:])
+    if folded <= per_example or folded % per_example:
+        return None
+    examples = folded // per_example
+    return (f"the reshape to {tuple(dims)} asks for {folded} = {examples} x {per_example} values a row: an "
+            f"example here has {per_example}, so the size holds {examples} examples and folds a batch of {examples} "
+            f"into one row (every full batch trained as one example); this batch of {batch} cannot fill it",
+            f"keep the batch dimension first: .view(x.size(0), -1) ({per_example} values per example), and size the "
+            f"next layer for {per_example} inputs", True)
+
+
+def _reshape_finding(message: str) -> tuple[str, str, bool] | None:
     """A view/reshape to a fixed shape that the input does not fill: which dimension is off, and by how
     much (a batch size written into the shape meets the last, smaller batch of an epoch)."""
     match = RESHAPE.search(message)
@@ -394,7 +419,7 @@ def _reshape_finding(message: str) -> tuple[str, str] | None:
             fix = (f"let the reshape infer that dimension: .view(-1, ...) or x.size({index}) instead of {dim}"
                    + ("; if it is the batch size, the last batch of an epoch is smaller (or pass drop_last=True to "
                       "the DataLoader)" if index == 0 else ""))
-            return finding, fix
+            return finding, fix, False
     return None
 
 
