@@ -240,35 +240,3 @@ def test_the_window_is_lengthened_while_a_container_grows_at_every_pass_and_ends
     assert any(line.startswith("window_extended: ") and "preds" in line for line in report["evidence"])
     assert report["steps"] < 24  # ended by the finding at the fourth pass (12 steps), not by the window's end
 
-
-TWO_STAGES = """
-import torch
-from torch import nn
-torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
-w = torch.randn(8, 1)
-for stage, lr, steps in (("pretrain", 0.05, 30), ("finetune", 0.01, 90)):
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    for step in range(steps):
-        x = torch.randn(32, 8)
-        loss = nn.functional.mse_loss(model(x), x @ w)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    print(stage, loss.item())
-"""
-
-
-def test_a_later_stage_with_a_new_optimizer_is_followed(tmp_path):
-    """Pre-training with one optimizer, then fine-tuning with another: once the new one has stepped a while
-    without the first, its steps are the run's (before, the run seemed to stop at the end of the first stage)."""
-    script = tmp_path / "two_stages.py"
-    script.write_text(TWO_STAGES)
-    out = tmp_path / "report.json"
-
-    subprocess.run([*tuidebug_command(), "diagnose", "--json", str(out), str(script)],
-                   capture_output=True, text=True, timeout=240, cwd=tmp_path)
-
-    report = json.loads(out.read_text())
-    assert report["steps"] == 120 - 20 + 1, report["summary"]  # the hand-over comes at the new one's 20th step
-    assert any("the loop now steps SGD" in line for line in report["evidence"])

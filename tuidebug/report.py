@@ -132,7 +132,7 @@ def _run_evidence(session: Session, branch: str) -> list[str]:
         lines += exception.details[-4:] if exception is not None else \
             [f"script output: {line}" for line in list(session.output)[-5:]]
     for event in events:
-        if event.kind in ("stall", "no_step_yet", "finding", "manual_updates", "optimizer_handover", "window_extended"):
+        if event.kind in ("stall", "no_step_yet", "finding", "manual_updates", "window_extended"):
             lines.append(f"{event.kind}: {event.message}")
     if session.exit_code is not None and session.exit_code < 0:
         lines.append(f"the process ended: {describe_exit(session.exit_code)}")

@@ -138,8 +138,7 @@ def _findings(events: list[Event]) -> dict[str, list[tuple[str, str]]]:
 
 
 def _optimizers(events: list[Event]) -> int:
-    """The optimizers that step side by side: one that took over from another (a later stage) is not one more."""
-    return sum(e.kind == "optimizer" for e in events) - sum(e.kind == "optimizer_handover" for e in events)
+    return sum(e.kind == "optimizer" for e in events)
 
 
 def start_walk(session: Session) -> Walk:

@@ -46,10 +46,6 @@ HISTORY_STEPS = 2048
 MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss the climb to it
 LOADER_RECENT = 2  # a loop fed its latest batch from a DataLoader this few steps ago: it uses one
 MANUAL_PROBES = 32  # backward passes watched for parameters changing without an optimizer
-# The optimizer that defines the step hands over to another once that one has stepped this many times in a
-# row without it: a script that fine-tunes with a new optimizer after pre-training with a first one. A GAN's
-# critic steps at most a few times per generator step (WGAN: 5), never this many.
-PRIMARY_GONE = 20
 # A memory reading costs about 2 us (/proc/self/statm; psutil's 18 us elsewhere): every ``memory_every``
 # steps on fast steps, and at every step once a step takes this long (0.1% of it at most). A slow run that
 # runs out of memory after a few dozen steps then still has the readings the growth check needs
@@ -211,7 +207,6 @@ class Agent:
         self._checkpoint_numel: int | None = None
         self._next_checkpoint = 1
         self._primary: weakref.ref | None = None
-        self._steps_without_primary = 0  # other optimizers' steps since the primary's last one
         self._losses: list[torch.Tensor] = []
         self._loss_targets: list[Any] = []
         self._loss_calls = 0
@@ -849,7 +844,8 @@ class Agent:
             self._find_owner(optimizer)
             groups = len(optimizer.param_groups)
             self.event("optimizer", f"{type(optimizer).__name__} with {groups} param group(s)")
-        self._follow_primary(optimizer)
+        if self._primary is None:
+            self._primary = weakref.ref(optimizer)
         self._stepped = True
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args[0] is the optimizer itself
         if not callable(closure):
@@ -865,20 +861,6 @@ class Agent:
             return result
 
         return args[:1], {**{k: v for k, v in kwargs.items() if k != "closure"}, "closure": measured_closure}
-
-    def _follow_primary(self, optimizer: torch.optim.Optimizer) -> None:
-        """The optimizer whose steps are the run's steps: the first to step, until it is gone or another
-        has stepped PRIMARY_GONE times in a row without it (a later stage of the script trains with it)."""
-        primary = self._primary() if self._primary is not None else None
-        if optimizer is primary:
-            self._steps_without_primary = 0
-            return
-        self._steps_without_primary += 1
-        if primary is None or self._steps_without_primary >= PRIMARY_GONE:
-            if primary is not None:
-                self.event("optimizer_handover", f"the loop now steps {type(optimizer).__name__}: the first optimizer has "
-                           f"not stepped for {PRIMARY_GONE} of its steps, its steps are the run's from here")
-            self._primary, self._steps_without_primary = weakref.ref(optimizer), 0
 
     def gradients_ready(self, optimizer: torch.optim.Optimizer) -> None:
         """The gradients the optimizer is about to apply: their norms, and a break if not finite."""
