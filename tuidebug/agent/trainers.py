@@ -30,6 +30,14 @@ if TYPE_CHECKING:
 MODEL_CALL = -1  # the hand-off source of loops without a DataLoader: the model's own call
 
 
+def update_ratio(params: list[torch.Tensor], before: list[torch.Tensor]) -> float:
+    """How far the weights moved from ``before``, relative to their size (one norm over all of them)."""
+    with torch.no_grad():
+        moved = torch.stack([torch.linalg.vector_norm((p.detach() - b).float()) for p, b in zip(params, before)])
+        size = torch.stack([torch.linalg.vector_norm(b.float()) for b in before])
+        return float(torch.linalg.vector_norm(moved) / torch.linalg.vector_norm(size).clamp_min(1e-30))
+
+
 class StepAdjuster:
     """Applies a trial's changes around one optimizer step and measures it: the gradient norm before
     clipping, and the size of the update relative to the weights."""
@@ -62,10 +70,7 @@ class StepAdjuster:
                 norms = torch._foreach_norm([p.detach() for p in self._params])
                 self.result.weights_finite = bool(torch.isfinite(torch.stack(norms)).all())
         if self._before:
-            with torch.no_grad():
-                moved = torch.stack([torch.linalg.vector_norm((p - b).float()) for p, b in zip(self._params, self._before)])
-                size = torch.stack([torch.linalg.vector_norm(b.float()) for b in self._before])
-                self.result.update_ratio = float(torch.linalg.vector_norm(moved) / torch.linalg.vector_norm(size).clamp_min(1e-30))
+            self.result.update_ratio = update_ratio(self._params, self._before)
         self._before = []
 
 
@@ -79,14 +84,11 @@ class HandUpdateAdjuster:
         self._before = [p.detach().clone() for p in params]
 
     def after(self) -> None:
-        with torch.no_grad():
-            moves = [p.detach() - b for p, b in zip(self.params, self._before)]
-            if self.adjust.lr_scale != 1.0:
-                for p, b, move in zip(self.params, self._before, moves):
-                    p.copy_(b + self.adjust.lr_scale * move)
-            moved = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(m.float()) for m in moves]))
-            size = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(b.float()) for b in self._before]))
-            self.result.update_ratio = float(moved / size.clamp_min(1e-30))
+        self.result.update_ratio = update_ratio(self.params, self._before)
+        if self.adjust.lr_scale != 1.0:
+            with torch.no_grad():
+                for p, b in zip(self.params, self._before):
+                    p.copy_(b + self.adjust.lr_scale * (p - b))
 
 
 class ReplayTrainer:
