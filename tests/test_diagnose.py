@@ -226,11 +226,11 @@ def test_a_script_that_reads_stdin_is_told_that_diagnose_gives_it_none(tmp_path)
 
 
 def test_the_window_is_lengthened_while_a_container_grows_at_every_pass_and_ends_once_it_is_settled(tmp_path):
-    """Passes of about 3 s: an 11 s window sees the start of at most three (with any start-up time up to
-    5 s, at least two), one short of a finding; the suspicion the agent reports (each start holding
-    more) lengthens it, and the finding at the fourth ends it."""
+    """Passes of 4 s (four steps of 1 s): the suspicion comes at the second pass's start (the first step
+    + 4 s) and the finding at the fourth's (+ 12 s), so a 10 s window holds the one and not the other
+    for any start-up time from 0 to 6 s; the suspicion lengthens the window and the finding ends it."""
     out = tmp_path / "report.json"
-    subprocess.run([*tuidebug_command(), "diagnose", "--json", str(out), "--seconds", "11", "--timeout", "90",
+    subprocess.run([*tuidebug_command(), "diagnose", "--json", str(out), "--seconds", "10", "--timeout", "90",
                     str(SCRIPTS / "slow_metric_never_reset.py")], capture_output=True, text=True, timeout=240,
                    cwd=tmp_path)
     report = json.loads(out.read_text())

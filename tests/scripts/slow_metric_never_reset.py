@@ -1,5 +1,5 @@
 """A slow loop whose model keeps every batch's predictions in a metric that nothing resets: a pass over
-the data takes about 3 s, so a short diagnose window sees too few passes to decide."""
+the data takes about 4 s, so a short diagnose window sees too few passes to decide."""
 import time
 
 import torch
@@ -39,5 +39,5 @@ for epoch in range(40):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        time.sleep(0.75)
+        time.sleep(1.0)
     print(f"epoch {epoch}: {len(model.metric.preds)} predictions kept")
