@@ -218,6 +218,18 @@ def test_a_target_whose_batch_a_view_folded_is_named_with_the_reshape_line() -> 
     assert "key_pts.view(key_pts.size(0), -1)" in crash.fix and reshaped in crash.fix
 
 
+def test_sequence_scores_with_their_classes_last_are_a_shape_mismatch_fixed_by_moving_the_classes() -> None:
+    from tuidebug.agent.crash import FailedLoss, analyse
+    scores, words = torch.randn(4, 6, 50), torch.randint(0, 50, (4, 6))  # (batch, seq, vocab) and (batch, seq)
+    with pytest.raises(RuntimeError) as raised:
+        nn.functional.cross_entropy(scores, words)
+    crash = analyse(raised.value, None, FailedLoss("cross_entropy", scores, words, 1), 4, {})
+
+    assert (crash.kind, crash.cause) == ("shape", "shape_mismatch")
+    assert "(4, 6, 50) has its 50 classes last, for targets (4, 6)" in crash.findings[0]
+    assert "output.transpose(1, 2)" in crash.fix and "reshape(-1, 50)" in crash.fix
+
+
 class Frames(torch.utils.data.Dataset):
     def __init__(self, frames: torch.Tensor) -> None:
         self.frames = frames
@@ -632,13 +644,13 @@ def test_a_hand_written_loss_that_broadcasts_is_a_finding_of_the_watched_iterati
 
 def test_the_watched_iteration_leaves_the_users_own_modes_in_place() -> None:
     watched = WatchedStep()
-    watched.begin(WATCHED_STEP, 8)
+    watched.begin(WATCHED_STEP, 8, None)
     users = torch.device("cpu")  # a TorchFunctionMode, entered in the iteration and left open at its end
     users.__enter__()
     assert watched.end() is None and torch._C._len_torch_function_stack() == 2
     users.__exit__(None, None, None)
     assert watched.end() is not None
-    watched.begin(WATCHED_STEP + 1, 8)  # once per run
+    watched.begin(WATCHED_STEP + 1, 8, None)  # once per run
 
     assert torch._C._len_torch_function_stack() == 0 and watched.watch is None
 
@@ -670,6 +682,31 @@ def test_a_view_that_makes_an_rnn_states_batch_the_first_dim_is_told_from_one_af
     assert found is not None and (found.before, found.after, found.batch_dim) == ((2, 8, 6), (8, 12), 1)
     assert found.site.text == "rows = hidden.view(8, -1)"
     assert moved.relabel is None and rows.shape == moved_rows.shape
+
+
+@pytest.mark.parametrize("layer", [nn.LSTM(5, 6), nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1)])
+def test_a_sequence_first_layer_given_the_loaders_batch_first_is_found_and_one_given_it_second_is_not(layer) -> None:
+    width = 5 if isinstance(layer, nn.LSTM) else 8
+    batch_first, padded = torch.randn(16, 7, width), torch.randn(7, 16, width)  # a loader's batches of 16 examples
+    with SilentShapes(16, loader_batch=16) as wrong:
+        layer(batch_first)
+    with SilentShapes(7, loader_batch=16) as right:  # a collate that pads the sequences puts the batch second
+        layer(padded)
+
+    found = wrong.batch_as_sequence
+    assert found is not None and (found.shape, found.batch) == ((16, 7, width), 16)
+    assert found.site.text == "layer(batch_first)" and "batch_first=False" in found.text()
+    assert right.batch_as_sequence is None
+
+
+def test_a_batch_first_layer_and_a_loop_without_a_loader_are_not_taken_for_a_sequence_first_one() -> None:
+    tokens = torch.randn(16, 7, 5)
+    with SilentShapes(16, loader_batch=16) as built_right:
+        nn.GRU(5, 6, batch_first=True)(tokens)
+    with SilentShapes(16, loader_batch=None) as no_loader:  # the batch size is only the input's first dim
+        nn.GRU(5, 6)(tokens)
+
+    assert built_right.batch_as_sequence is None and no_loader.batch_as_sequence is None
 
 
 def test_a_binary_cross_entropy_given_targets_outside_zero_to_one_is_a_finding() -> None:

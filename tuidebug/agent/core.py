@@ -595,6 +595,13 @@ class Agent:
         self.history.append(step)
         return step
 
+    def _loader_batch(self) -> int | None:
+        """The batch_size of the DataLoader the loop trains from, if it trains from one (and it sets one)."""
+        if self.watched_step.done or not self.loop_uses_loader():
+            return None
+        loader = self.feeding_loader()
+        return loader.batch_size if loader is not None else None
+
     def feeding_loader(self) -> LoaderShape | None:
         """The DataLoader that gave the latest batch: what sizes its batches, where it was made."""
         if not len(self.batches):
@@ -1039,7 +1046,7 @@ class Agent:
             self.client.send_metric(record)
         self._maybe_checkpoint(record.step_seconds)
         self.control.after_step(self.step)
-        self.watched_step.begin(self.step, self.observed.input_size)
+        self.watched_step.begin(self.step, self.observed.input_size, self._loader_batch())
 
     def _maybe_checkpoint(self, step_seconds: float | None) -> None:
         """While break-on-NaN is armed, keep a recent host copy of the state, so that the NaN probes

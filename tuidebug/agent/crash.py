@@ -272,12 +272,27 @@ def _reshaped_at(frame: FrameType | None, target: torch.Tensor) -> tuple[str, Si
     return found
 
 
+def _classes_last(input: torch.Tensor, target: torch.Tensor) -> bool:
+    """A sequence model's (N, L, C) scores given to a class loss with (N, L) targets: the loss reads dim 1 as
+    the classes."""
+    return input.dim() >= 3 and target.shape == input.shape[:-1] and target.shape != (input.shape[0], *input.shape[2:])
+
+
 def _loss_findings(crash: Crash, failed: FailedLoss, model_batch: int | None, one_hot: dict[str, set[int]],
                    frame: FrameType | None = None) -> bool:
     input, target, function = failed.input, failed.target, failed.function
     if not isinstance(input, torch.Tensor) or not isinstance(target, torch.Tensor):
         return False
     integer_target = not target.is_floating_point() and target.dtype != torch.bool
+    if function in CLASS_LOSSES and integer_target and _classes_last(input, target):
+        classes, last = int(input.shape[-1]), input.dim() - 1
+        crash.kind, crash.cause = "shape", "shape_mismatch"
+        crash.findings.append(f"{function} takes the classes in dim 1, (N, C, d1, ...): the input {shape_text(input.shape)} "
+                              f"has its {classes} classes last, for targets {shape_text(target.shape)}")
+        moved = "transpose(1, 2)" if last == 2 else f"permute(0, {last}, {', '.join(map(str, range(1, last)))})"
+        crash.fix = (f"move the classes to dim 1: {function}(output.{moved}, target), or flatten both: "
+                     f"output.reshape(-1, {classes}) with target.reshape(-1)")
+        return True
     if function in CLASS_LOSSES and integer_target and input.dim() >= 2 and target.numel():
         classes, low, high = int(input.shape[1]), int(target.min()), int(target.max())
         if high >= classes or (low < 0 and low != -100):

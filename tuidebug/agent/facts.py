@@ -282,6 +282,7 @@ class Facts:
     reordered_view: ReorderedView | None = None
     pairing: Any = None  # ``shape.Pairing``: an op of a hand-written loss that paired (N,) with (N, 1)
     relabel: Any = None  # ``shape.Relabel``: a view that made the batch the first dim without moving the data
+    batch_as_sequence: Any = None  # ``shape.BatchAsSequence``: a batch_first=False layer given the batch first
     stale_grads: list[tuple[int, bool]] = field(default_factory=list)  # (step, grads non-zero at its first backward)
     backward_without_graph: str | None = None  # where a loss that did not require grad went backward
     wiped_grads: list[tuple[int, str, str]] = field(default_factory=list)  # (step, zero_grad site, step site)
@@ -347,6 +348,7 @@ class Facts:
         found = []
         for code, check in (("loss_broadcast", self._broadcast), ("one_hot_width", self._one_hot),
                             ("relabelled_view", self._reordered), ("target_range", self._target_range),
+                            ("batch_as_sequence", lambda: self.batch_as_sequence and self.batch_as_sequence.text()),
                             ("stale_grads", self.never_reset), ("zero_grad_wipes", self._wiped),
                             ("not_in_optimizer", self._not_in_optimizer),
                             ("head_untrained", lambda: self._head_untrained(step)),
@@ -716,6 +718,7 @@ class Facts:
         """What the watched iteration found (``agent/watched_step.py``), once it has ended."""
         if watch is not None:
             self.pairing, self.relabel = watch.pairing, watch.relabel
+            self.batch_as_sequence = watch.batch_as_sequence
 
     def observe_first_inputs(self, tensors: list[torch.Tensor], site: Site | None) -> None:
         """The model's first inputs: one that is a view of a tensor with the same sizes in another order,

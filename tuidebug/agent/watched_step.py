@@ -24,12 +24,13 @@ class WatchedStep:
         self.watch: SilentShapes | None = None
         self.done = False  # watched once already, or not to be watched
 
-    def begin(self, step: int, batch: int | None) -> None:
+    def begin(self, step: int, batch: int | None, loader_batch: int | None) -> None:
         """At a step's end, once the loop goes on (after a pause and its probes): the watch starts after
-        step WATCHED_STEP, once; ``batch`` is the model's batch size."""
+        step WATCHED_STEP, once; ``batch`` is the model's batch size (its input's first dim),
+        ``loader_batch`` the batch_size of the DataLoader that feeds the loop, if one does."""
         if not self.done and self.watch is None and step >= WATCHED_STEP:
             self.done = True
-            self.watch = SilentShapes(batch)
+            self.watch = SilentShapes(batch, loader_batch)
             self.watch.__enter__()
 
     def end(self) -> SilentShapes | None:

@@ -21,7 +21,7 @@ import torch
 
 from tuidebug.batches import batch_size_of
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome, probe
-from tuidebug.probes.source import assignments, in_files
+from tuidebug.probes.source import assignments, calls_named, in_files, keyword_values
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
 
@@ -81,6 +81,8 @@ def operands(ctx: ProbeContext) -> ProbeOutcome:
         return _pairwise(facts.pairing)
     if facts.relabel is not None:
         return _relabelled(facts.relabel)
+    if facts.batch_as_sequence is not None:
+        return _batch_as_sequence(facts.batch_as_sequence, facts.source_files)
     if facts.reordered_view is not None:
         return _reordered(facts.reordered_view, facts.source_files)
     widths = {site: sorted(w) for site, w in facts.one_hot.items() if len(w) > 1}
@@ -232,6 +234,13 @@ ELEMENTWISE = {"sub", "add", "mul", "div", "rsub", "__sub__", "__rsub__", "__add
                "__rmul__", "__truediv__", "__rtruediv__", "sub_", "add_", "mul_", "div_"}
 OPERATORS = {"sub": ast.Sub, "add": ast.Add, "mul": ast.Mult, "div": ast.Div, "truediv": ast.Div}
 KEPT_FLATTENED = 32  # the latest squeezes of the iteration, to say which one made the (N,) prediction
+# The ops of the layers that take (seq, batch, features) unless built with batch_first=True, and those layers.
+# The attention op gets the input as the layer reads it (a batch-first layer has transposed it already);
+# the recurrent ops get the input as given, with batch_first as their argument BATCH_FIRST_ARG.
+SEQUENCE_FIRST = {"multi_head_attention_forward": ("nn.TransformerEncoderLayer", "nn.TransformerDecoderLayer",
+                                                   "nn.MultiheadAttention", "nn.Transformer"),
+                  "lstm": ("nn.LSTM",), "gru": ("nn.GRU",), "rnn_tanh": ("nn.RNN",), "rnn_relu": ("nn.RNN",)}
+BATCH_FIRST_ARG = 8
 
 
 @dataclass
@@ -271,6 +280,25 @@ class Relabel:
                 "without moving the data, so values of different samples or features are mixed")
 
 
+@dataclass
+class BatchAsSequence:
+    """A sequence-first layer (batch_first=False) given the DataLoader's batch first (``SilentShapes``)."""
+
+    op: str  # multi_head_attention_forward, lstm, gru, rnn_tanh, rnn_relu
+    site: Site
+    shape: tuple[int, ...]  # the input as the layer got it: (seq, batch, features) to the layer
+    batch: int  # the DataLoader's batch size
+
+    @property
+    def layers(self) -> tuple[str, ...]:
+        """The layer classes that call this op."""
+        return SEQUENCE_FIRST[self.op]
+
+    def text(self) -> str:
+        return (f"{self.layers[0]} at {self.site} gets {shape_text(self.shape)} with batch_first=False: it reads dim 0, "
+                f"the {self.batch} examples of the DataLoader's batch, as the sequence, and the sequence as the batch")
+
+
 def reordered(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
     """``after`` has ``before``'s sizes (leaving out dims of 1) in another order: (640, 20) -> (20, 640, 1)."""
     dims, source = [d for d in after if d != 1], [d for d in before if d != 1]
@@ -289,20 +317,37 @@ class SilentShapes(OpWatch):
       different samples in one row; a ``transpose`` first moves the data.
     """
 
-    def __init__(self, batch: int | None) -> None:
+    def __init__(self, batch: int | None, loader_batch: int | None = None) -> None:
         super().__init__()
         self.batch = batch
+        self.loader_batch = loader_batch  # the DataLoader's batch_size: the layout's own evidence of the batch
         self.pairing: Pairing | None = None
         self.relabel: Relabel | None = None
+        self.batch_as_sequence: BatchAsSequence | None = None
         self._flattened: dict[int, tuple[torch.Tensor, str, Site]] = {}
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
+        if name in SEQUENCE_FIRST and args and isinstance(args[0], torch.Tensor):  # their result is a tuple
+            self._sequence_first(name, args, site)
         if not isinstance(result, torch.Tensor):
             return
         if name in VIEWS and args and isinstance(args[0], torch.Tensor):
             self._reshaped(name, args[0], result, site)
         elif name in ELEMENTWISE and len(args) >= 2 and all(isinstance(a, torch.Tensor) for a in args[:2]):
             self._paired(name, args[0], args[1], result, site)
+
+    def _sequence_first(self, name: str, args: tuple, site: Site) -> None:
+        """A layer reading (seq, batch, features) whose dim 0 is the DataLoader's batch and dim 1 is not: the
+        batch is read as the sequence. A collate that puts the batch second (padded sequences) gives dim 1."""
+        x, batch = args[0], self.loader_batch
+        if self.batch_as_sequence is not None or not batch or batch < 2 or x.dim() != 3:
+            return
+        if name != "multi_head_attention_forward":
+            packed = isinstance(args[1], torch.Tensor) and args[1].dim() == 1 and not args[1].is_floating_point()
+            if packed or len(args) <= BATCH_FIRST_ARG or args[BATCH_FIRST_ARG] is not False:
+                return
+        if x.shape[0] == batch and x.shape[1] != batch:
+            self.batch_as_sequence = BatchAsSequence(name, site, tuple(x.shape), batch)
 
     def _reshaped(self, name: str, source: torch.Tensor, result: torch.Tensor, site: Site) -> None:
         if result.dim() == 1 and result.requires_grad:
@@ -333,7 +378,7 @@ class SilentShapes(OpWatch):
             self._flattened.clear()
 
     def done(self) -> bool:
-        return self.pairing is not None and self.relabel is not None
+        return self.pairing is not None and self.relabel is not None and self.batch_as_sequence is not None
 
 
 def _pairwise(found: Pairing) -> ProbeOutcome:
@@ -429,6 +474,23 @@ def _relabelled(found: Relabel) -> ProbeOutcome:
          "(seen in an iteration of the run watched op by op)"],
         f"move the dims first, then reshape, at {site.short}: x.{moved}.reshape({', '.join(map(str, found.after))})",
         data={"cause": "batch_folded"})
+
+
+def _batch_as_sequence(found: BatchAsSequence, files: set[str]) -> ProbeOutcome:
+    names = {layer.removeprefix("nn.") for layer in found.layers}
+    first = {site for site, value in in_files(files, keyword_values, names, "batch_first") if value != "False"}
+    built = [site for site in in_files(files, calls_named, names) if site not in first]
+    evidence = [f"{found.op} at {found.site}: input {shape_text(found.shape)} read as (seq {found.shape[0]}, batch "
+                f"{found.shape[1]}, features {found.shape[2]}); the DataLoader's batches hold {found.batch} examples "
+                "(seen in an iteration of the run watched op by op)"]
+    evidence += [f"built at {site} without batch_first=True" for site in built[:2]]
+    where = f" at {built[0].short}" if built else ""
+    return ProbeOutcome(
+        FAIL, f"{found.layers[0]} at {found.site.short} mixes the examples of a batch: it is built with batch_first=False "
+        f"(the default) and reads its {shape_text(found.shape)} input as (seq, batch, features), so it runs across the "
+        f"{found.batch} examples instead of along each sequence", evidence,
+        f"build the layer with batch_first=True{where} ({found.layers[0]}(..., batch_first=True)), or pass it "
+        "x.transpose(0, 1) and transpose its output back", data={"cause": "batch_folded"})
 
 
 def _probability_targets(call: Any) -> ProbeOutcome:
