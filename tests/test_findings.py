@@ -20,7 +20,7 @@ from tuidebug.agent.watched_step import WATCHED_STEP, WatchedStep
 from tuidebug.probes import holders, source
 from tuidebug.probes.learning import rate_not_factor
 from tuidebug.probes.memory import _all_pairs, _kept_more_than, _square_length
-from tuidebug.probes.shape import SilentShapes, _relabelled
+from tuidebug.probes.shape import SilentShapes, _pairwise, _relabelled
 from tuidebug.probes.source import grad_off_block, guarded_steps, indexed_attributes, module_site
 from tuidebug.probes.unsafe_math import ForwardWatch, SafeOp
 
@@ -228,6 +228,19 @@ def test_sequence_scores_with_their_classes_last_are_a_shape_mismatch_fixed_by_m
     assert (crash.kind, crash.cause) == ("shape", "shape_mismatch")
     assert "(4, 6, 50) has its 50 classes last, for targets (4, 6)" in crash.findings[0]
     assert "output.transpose(1, 2)" in crash.fix and "reshape(-1, 50)" in crash.fix
+
+
+@pytest.mark.parametrize("rows, kind", [([[0, 1, 1], [1, 0, 0]], "multi-label"), ([[0, 1, 0], [1, 0, 0]], "one-hot")])
+def test_integer_zero_one_targets_of_the_scores_shape_are_labels_of_the_wrong_form(rows, kind) -> None:
+    from tuidebug.agent.crash import FailedLoss, analyse
+    scores, labels = torch.randn(2, 3), torch.tensor(rows)
+    with pytest.raises(RuntimeError) as raised:
+        nn.functional.cross_entropy(scores, labels)
+    crash = analyse(raised.value, None, FailedLoss("cross_entropy", scores, labels, 1), 2, {})
+
+    assert (crash.kind, crash.cause) == ("shape", "target_out_of_range")
+    assert "int64 targets of the scores' shape (2, 3) holding 0/1" in crash.findings[0]
+    assert ("BCEWithLogitsLoss" in crash.fix) == (kind == "multi-label") and ("argmax" in crash.fix) == (kind == "one-hot")
 
 
 class Frames(torch.utils.data.Dataset):
@@ -624,6 +637,25 @@ def test_a_hand_written_loss_pairing_a_squeezed_prediction_with_column_targets_i
     assert found.site.text == "return ((returns - values) ** 2).mean()"
     assert found.made is not None and found.made[1].text == "values = head(torch.randn(16, 3)).squeeze(-1)"
     assert "(16, 16)" in found.text()
+
+
+def dice_loss(pr: torch.Tensor, gt: torch.Tensor) -> torch.Tensor:
+    tp = torch.sum(gt * pr)
+    return 1 - 2 * tp / (pr.sum() + gt.sum())
+
+
+def test_masks_without_the_channel_dim_against_one_channel_scores_are_a_broadcast_loss_fixed_by_unsqueeze() -> None:
+    head, images, masks = nn.Conv2d(3, 1, 1), torch.randn(4, 3, 6, 6), (torch.rand(4, 6, 6) > 0.5).float()
+    with SilentShapes(4) as watch:
+        dice_loss(torch.sigmoid(head(images)), masks).backward()
+    with SilentShapes(4) as lined_up:
+        dice_loss(torch.sigmoid(head(images)), masks.unsqueeze(1) * torch.ones(1, 2, 1, 1)).backward()  # 2 channels
+
+    found = watch.pairing
+    assert found is not None and (found.prediction, found.target, found.result) == ((4, 1, 6, 6), (4, 6, 6), (4, 4, 6, 6))
+    assert found.site.text == "tp = torch.sum(gt * pr)"
+    assert "gt.unsqueeze(1) (or pr.squeeze(1))" in _pairwise(found).fix
+    assert lined_up.pairing is None  # (4, 1, 6, 6) against (4, 2, 6, 6) is the usual broadcast over a dim of 1
 
 
 def test_pairwise_terms_on_purpose_and_matching_shapes_are_not_taken_for_a_broadcast_loss() -> None:

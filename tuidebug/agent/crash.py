@@ -278,6 +278,20 @@ def _classes_last(input: torch.Tensor, target: torch.Tensor) -> bool:
     return input.dim() >= 3 and target.shape == input.shape[:-1] and target.shape != (input.shape[0], *input.shape[2:])
 
 
+def _class_indicators(crash: Crash, function: str, input: torch.Tensor, target: torch.Tensor) -> None:
+    """Integer 0/1 targets of the scores' shape given to a class loss: one indicator per class. With one 1 a
+    row they are one-hot (the index is wanted); with several, the task is multi-label (a loss per class)."""
+    one_hot = bool((target.sum(dim=1) == 1).all())  # the classes are dim 1, as the loss reads the scores
+    crash.kind, crash.cause = "shape", "target_out_of_range"
+    what = "one-hot labels" if one_hot else "multi-hot labels (several classes on at once: a multi-label task)"
+    crash.findings.append(f"{function} got {str(target.dtype).replace('torch.', '')} targets of the scores' shape "
+                          f"{shape_text(target.shape)} holding 0/1: {what}; it takes one class index per example "
+                          f"(shape {shape_text(input.shape[:1])}) or float class probabilities")
+    crash.fix = ("pass the class index: target.argmax(dim=1)" if one_hot else
+                 "a multi-label task takes a loss per class: nn.BCEWithLogitsLoss()(scores, target.float()) "
+                 "(sigmoid per class), not cross_entropy's softmax over the classes")
+
+
 def _loss_findings(crash: Crash, failed: FailedLoss, model_batch: int | None, one_hot: dict[str, set[int]],
                    frame: FrameType | None = None) -> bool:
     input, target, function = failed.input, failed.target, failed.function
@@ -292,6 +306,10 @@ def _loss_findings(crash: Crash, failed: FailedLoss, model_batch: int | None, on
         moved = "transpose(1, 2)" if last == 2 else f"permute(0, {last}, {', '.join(map(str, range(1, last)))})"
         crash.fix = (f"move the classes to dim 1: {function}(output.{moved}, target), or flatten both: "
                      f"output.reshape(-1, {classes}) with target.reshape(-1)")
+        return True
+    if function in CLASS_LOSSES and integer_target and target.shape == input.shape and input.dim() >= 2 \
+            and bool(((target == 0) | (target == 1)).all()):
+        _class_indicators(crash, function, input, target)
         return True
     if function in CLASS_LOSSES and integer_target and input.dim() >= 2 and target.numel():
         classes, low, high = int(input.shape[1]), int(target.min()), int(target.max())

@@ -245,8 +245,8 @@ BATCH_FIRST_ARG = 8
 
 @dataclass
 class Pairing:
-    """An elementwise op that paired a (N,) prediction with a (N, 1) target, or the other way round
-    (``SilentShapes``)."""
+    """An elementwise op that paired every example of a prediction with every example of a target
+    (``SilentShapes``): a (N,) prediction with a (N, 1) target, or (N, 1, H, W) masks with (N, H, W) ones."""
 
     op: str
     site: Site
@@ -254,11 +254,11 @@ class Pairing:
     target: tuple[int, ...]
     prediction_left: bool  # the prediction is the op's left operand in the source
     made: tuple[str, Site] | None = None  # the squeeze (or view) that made the prediction (N,)
+    result: tuple[int, ...] = ()  # the broadcast shape: N times the larger operand
 
     def text(self) -> str:
-        rows = self.prediction[0]
         return (f"{self.op} at {self.site} pairs a prediction {shape_text(self.prediction)} with a target "
-                f"{shape_text(self.target)}: they broadcast to {shape_text((rows, rows))}, every prediction against "
+                f"{shape_text(self.target)}: they broadcast to {shape_text(self.result)}, every prediction against "
                 "every target")
 
 
@@ -297,6 +297,14 @@ class BatchAsSequence:
     def text(self) -> str:
         return (f"{self.layers[0]} at {self.site} gets {shape_text(self.shape)} with batch_first=False: it reads dim 0, "
                 f"the {self.batch} examples of the DataLoader's batch, as the sequence, and the sequence as the batch")
+
+
+def crossed(first: tuple[int, ...], second: tuple[int, ...], result: tuple[int, ...]) -> bool:
+    """Two operands with the same batch of N > 1 first whose broadcast is N times the larger one: the
+    batch of one lines up against a dim of 1 of the other, so every example meets every other."""
+    rows = first[0] if first else 0
+    return rows > 1 and bool(second) and second[0] == rows and \
+        math.prod(result) == rows * max(math.prod(first), math.prod(second))
 
 
 def reordered(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
@@ -367,14 +375,13 @@ class SilentShapes(OpWatch):
     def _paired(self, name: str, first: torch.Tensor, second: torch.Tensor, result: torch.Tensor, site: Site) -> None:
         if self.pairing is not None or first.requires_grad == second.requires_grad:
             return
-        shorter, longer = sorted((tuple(first.shape), tuple(second.shape)), key=len)
-        rows = shorter[0] if shorter else 0
-        if rows > 1 and longer == (*shorter, 1) and tuple(result.shape) == (rows, rows):
+        if crossed(tuple(first.shape), tuple(second.shape), tuple(result.shape)):
             left = second if name.startswith("__r") or name == "rsub" else first
             prediction, target = (first, second) if first.requires_grad else (second, first)
             made = self._flattened.get(id(prediction))
             self.pairing = Pairing(name, site, tuple(prediction.shape), tuple(target.shape), prediction is left,
-                                   made[1:] if made is not None and made[0] is prediction else None)
+                                   made[1:] if made is not None and made[0] is prediction else None,
+                                   tuple(result.shape))
             self._flattened.clear()
 
     def done(self) -> bool:
@@ -382,22 +389,36 @@ class SilentShapes(OpWatch):
 
 
 def _pairwise(found: Pairing) -> ProbeOutcome:
-    rows, site = found.prediction[0], found.site
+    site = found.site
     names = _operand_names(site.text, found.op)
     predicted, wanted = (names if found.prediction_left else names[::-1]) if names else ("the prediction", "the target")
-    column = predicted if len(found.prediction) == 2 else wanted  # the (N, 1) operand
     evidence = [f"{found.op} at {site}: {predicted} {shape_text(found.prediction)} (carries the graph), {wanted} "
-                f"{shape_text(found.target)} -> {shape_text((rows, rows))} (seen in an iteration of the run watched "
+                f"{shape_text(found.target)} -> {shape_text(found.result)} (seen in an iteration of the run watched "
                 "op by op)"]
-    fix = (f"give both operands at {site.short} the same shape: {column}.view(-1), or the other one .view(-1, 1)")
+    fix = f"give both operands at {site.short} the same shape: " + _same_shape(found, predicted, wanted)
     if found.made is not None:
         op, where = found.made
         evidence.append(f"{predicted} was made {shape_text(found.prediction)} by {op} at {where}")
         fix += f"; or keep the prediction {shape_text(found.target)} where {op} at {where.short} flattens it"
     return ProbeOutcome(
         FAIL, f"`{found.op}` at {site.short} pairs {predicted} of shape {shape_text(found.prediction)} with {wanted} of "
-        f"shape {shape_text(found.target)}: they broadcast to {shape_text((rows, rows))}, every prediction against "
+        f"shape {shape_text(found.target)}: they broadcast to {shape_text(found.result)}, every prediction against "
         "every target, so the loss cannot reach its minimum", evidence, fix, data={"cause": "loss_broadcast"})
+
+
+def _same_shape(found: Pairing, predicted: str, wanted: str) -> str:
+    """How to line the operands up: the one without the other's dim of 1 gets it (``gt.unsqueeze(1)`` for
+    (N, H, W) masks against (N, 1, H, W) scores); a (N,) and a (N, 1) are flattened."""
+    if len(found.prediction) <= 2 and len(found.target) <= 2:
+        column = predicted if len(found.prediction) == 2 else wanted  # the (N, 1) operand
+        return f"{column}.view(-1), or the other one .view(-1, 1)"
+    (short, short_shape), (long, long_shape) = sorted(((predicted, found.prediction), (wanted, found.target)),
+                                                      key=lambda named: len(named[1]))
+    at = next((d for d in range(len(long_shape)) if long_shape[d] == 1
+               and long_shape[:d] + long_shape[d + 1:] == short_shape), None)
+    if at is None:
+        return f"{short}.view_as({long}) where it has {long}'s elements, else reshape the one that is wrong"
+    return f"{short}.unsqueeze({at}) (or {long}.squeeze({at}))"
 
 
 def _operand_names(text: str, name: str) -> tuple[str, str] | None:
