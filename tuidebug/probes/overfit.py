@@ -114,8 +114,11 @@ def fit(ctx: ProbeContext, batch: Any, steps: int, adjust: Adjust, start: Any,
 
 
 def flat(curve: list[float]) -> bool:
-    """FLAT_STEPS steps in, the best recent loss is still within FLAT_DROP of the first."""
-    return len(curve) >= FLAT_STEPS and curve[0] > 0 and min(curve[-WINDOW:]) >= (1 - FLAT_DROP) * curve[0]
+    """FLAT_STEPS steps in, the best recent loss is still within FLAT_DROP of the first; a loss below 0 is
+    looked at for FLAT_STEPS steps only (whether it moves at all: its fit has no target to reach)."""
+    if len(curve) < FLAT_STEPS:
+        return False
+    return signed(curve) or (curve[0] > 0 and min(curve[-WINDOW:]) >= (1 - FLAT_DROP) * curve[0])
 
 
 def parameters_without_gradient(named: list[tuple[str, Any]]) -> list[str]:
@@ -126,7 +129,13 @@ def parameters_without_gradient(named: list[tuple[str, Any]]) -> list[str]:
 
 def near_zero(curve: list[float]) -> bool:
     best = min(curve[-WINDOW:])
-    return best <= ABSOLUTE or (curve[0] > 0 and best <= RATIO * curve[0])
+    return not signed(curve) and (best <= ABSOLUTE or (curve[0] > 0 and best <= RATIO * curve[0]))
+
+
+def signed(curve: list[float]) -> bool:
+    """The loss went below 0 (a negative log-likelihood of a density, a -dice score, a policy gradient's
+    objective): it has no floor at 0, so "near zero" and a share of the start say nothing about a fit."""
+    return min(curve) < 0
 
 
 def still_improving(curve: list[float]) -> bool:
@@ -152,7 +161,7 @@ def verdict(curve: list[float], examples: int) -> ProbeOutcome:
         f"loss {first:.4g} at the first step, best of the last {min(WINDOW, len(curve))}: {best:.4g}",
         f"passes below {RATIO:.0%} of the first loss or under {ABSOLUTE}",
     ]
-    if flat(curve):
+    if flat(curve) and not signed(curve):
         evidence.append(f"stopped after {len(curve)} steps: the loss was still within {FLAT_DROP:.0%} of its start")
     if not math.isfinite(curve[-1]):
         return ProbeOutcome(FAIL, f"the loss became {curve[-1]} after {len(curve)} steps on a single batch",
@@ -164,6 +173,10 @@ def verdict(curve: list[float], examples: int) -> ProbeOutcome:
         evidence.append("the loss did not change at all: the weights are not being updated")
         return ProbeOutcome(FAIL, f"cannot fit one batch: the loss stays at {first:.4g}", evidence, FIX, curve,
                             {"outcome": "frozen"})
+    if signed(curve):
+        return ProbeOutcome(INCONCLUSIVE, f"not judged: the loss goes below 0 ({first:.4g} -> {best:.4g} in {len(curve)} "
+                            "steps on one batch), so it has no floor to fit down to; it moves, so the weights are "
+                            "updated", evidence, curve=curve, data={"outcome": "signed"})
     ratio = best / first if first else float("nan")
     if still_improving(curve) or len(curve) < 20:
         return ProbeOutcome(INCONCLUSIVE, f"still improving after {len(curve)} steps (loss {first:.4g} -> {best:.4g}, "
