@@ -63,6 +63,13 @@ def batch_size_of(batch: Any) -> int | None:
     return None
 
 
+def cut_whole(batch: Any, size: int | None) -> bool:
+    """Every tensor of the batch has ``size`` rows first, so that its first rows are a batch of their own.
+    A batch that also holds other tensors (pairs of row indices, a graph's edges, a count) ties them to
+    its rows in ways a cut would break."""
+    return size is not None and all(t.dim() > 0 and t.shape[0] == size for _, t in tensors_in(batch))
+
+
 def slice_batch(batch: Any, count: int, size: int | None) -> Any:
     """The first ``count`` examples: every tensor whose leading dimension is the batch size is cut."""
     if size is None:

@@ -829,9 +829,11 @@ class Agent:
 
     def on_out_of_memory(self, frames: list[Any]) -> None:
         """The script ran out of memory; its frames still exist: tensors in them that gather the model
-        outputs of several forward passes with their graphs (the leak check names them)."""
+        outputs of several forward passes with their graphs, and containers that hold tensors (an evaluation
+        loop's list of every batch's outputs): the leak check names them."""
         try:
             self.facts.gathered = holders.piled(frames, self.step + 1, max(1, self.facts.outputs_per_step))
+            self.facts.held_at_oom = holders.find(frames, self.observed.models, self.step + 1)
         except Exception as exc:  # evidence only: the script's own exception is what matters
             self.event("error", f"could not search the failing frames: {type(exc).__name__}: {exc}")
 

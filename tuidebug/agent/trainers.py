@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tuidebug.agent.snapshot import Snapshot
-from tuidebug.batches import map_tensors, slice_batch, tensor_at, tensors_in
+from tuidebug.batches import cut_whole, map_tensors, slice_batch, tensor_at, tensors_in
 from tuidebug.probe_api import Adjust, Iteration, NoPipeline
 from tuidebug.sites import on_behalf_of
 
@@ -102,9 +102,10 @@ class ReplayTrainer:
         self._recent = recent  # oldest first, ending with ``captured``
 
     def prepare(self, examples: int | None = None) -> Any:
-        """The captured inputs, or their first ``examples``; inputs captured at the model's call (no
-        DataLoader) are never cut: a full-batch model (a graph, a sequence) does not slice by rows."""
-        if examples is None or self.runtime.source == MODEL_CALL:
+        """The captured inputs, or their first ``examples``. The script's own code gets them, and an error
+        there would end its run: inputs captured at the model's call (no DataLoader; a full-batch model, a
+        sequence) and batches that hold more than rows (index pairs into the batch) are never cut."""
+        if examples is None or self.runtime.source == MODEL_CALL or not cut_whole(self.batch, self.size):
             return self.batch
         return slice_batch(self.batch, examples, self.size)
 

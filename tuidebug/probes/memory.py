@@ -422,7 +422,9 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
         gathered = facts.gathered or _piled(ctx, step, evidence)
         if gathered:
             return _gathered(gathered[0], evidence, facts.outputs_per_step)
-        kept = _kept_more_than(found, crash.memory.get("asked_bytes") or 0)
+        named = {h.name for h in found}
+        at_failure = [h for h in facts.held_at_oom if h.name not in named]  # locals of frames now gone
+        kept = _kept_more_than(found + at_failure, crash.memory.get("asked_bytes") or 0)
         if kept:
             return _kept_at_oom(ctx, kept, crash.memory["asked_bytes"], evidence)
     if facts.growing_container is not None:
@@ -563,10 +565,12 @@ def _kept_state(ctx: ProbeContext, kept: list[holders.Holding], evidence: list[s
             f"({bytes_text(held)}) and grows each evaluation", evidence,
             f"call {owner}.reset(){where} (or log the metric object itself: self.log(name, {owner}))",
             data={"cause": "memory_growth"})
+    fed = f", fed at {holder.line.split(' ', 1)[0]}" if holder.line else ""
     return ProbeOutcome(
-        FAIL, f"`{holder.name}` keeps {holder.counted} ({bytes_text(held)}) and nothing empties it: memory "
-        "grows with every step that adds to it", evidence, f"bound `{holder.name}` (keep a running summary, or "
-        "empty it after each use)", data={"cause": "memory_growth"})
+        FAIL, f"`{holder.name}`{fed} keeps {holder.counted} ({bytes_text(held)}) and nothing empties it: memory "
+        "grows with every step that adds to it", evidence, f"keep less in `{holder.name}`: what its use needs (the "
+        "predicted ids, scores.argmax(-1), not every score; a running sum), or empty it after each use",
+        data={"cause": "memory_growth"})
 
 
 def _metric_classes(ctx: ProbeContext) -> set[str]:
