@@ -57,7 +57,7 @@ def _nonfinite(batch: Any, carried: Any = ()) -> list[tuple[str, str]]:
         count = int(bad.sum())
         if not count:
             continue
-        text = f"{path}: {count} NaN/Inf value(s)"
+        text = f"{path}: {count} NaN/Inf value(s)" + _kinds(tensor.detach())
         if tensor.dim():
             rows = nonfinite_rows(tensor)
             text += f" in {len(rows)} of {tensor.shape[0]} rows {rows[:SHOWN]}"
@@ -65,6 +65,15 @@ def _nonfinite(batch: Any, carried: Any = ()) -> list[tuple[str, str]]:
             text += _column_text(bad)
         found.append((path, text))
     return found
+
+
+def _kinds(tensor: torch.Tensor) -> str:
+    """Which non-finite values: a -inf is the log of 0, a NaN is 0/0 or an operation on a NaN."""
+    if tensor.is_complex():
+        return ""
+    counts = [(int(torch.isnan(tensor).sum()), "NaN"), (int(torch.isneginf(tensor).sum()), "-inf"),
+              (int(torch.isposinf(tensor).sum()), "+inf")]
+    return " (" + ", ".join(f"{count} {kind}" for count, kind in counts if count) + ")"
 
 
 def _column_text(bad: torch.Tensor) -> str:

@@ -196,6 +196,10 @@ def second_look(first: ProbeOutcome, curve: list[float], faster: list[float], ex
         return ProbeOutcome(PASS, f"learns slowly: the batch fits at {FASTER:g}x the learning rate ({len(faster)} steps), "
                             f"not at the script's own ({start:.4g} -> {best:.4g} in {len(curve)} steps)", evidence,
                             curve=curve, data={"outcome": "slow"})
+    if faster and math.isfinite(faster[-1]) and signed(faster):
+        return ProbeOutcome(INCONCLUSIVE, first.summary + f"; at {FASTER:g}x the rate the loss goes below 0 ({faster[0]:.4g} "
+                            f"-> {min(faster[-WINDOW:]):.4g}): it has no floor to fit down to, so the fit is not judged",
+                            evidence, curve=curve, data={"outcome": "signed"})
     faster_best = min(faster[-WINDOW:]) if faster and math.isfinite(faster[-1]) else math.inf
     same_floor = abs(faster_best - best) <= 0.1 * best
     if start > 0 and best <= FLOOR * start and same_floor and (levelled(curve) or levelled(faster)):
