@@ -717,6 +717,10 @@ def rate_origin(facts: Any) -> list[str]:
 
 # --- what the loss is given -----------------------------------------------------------------
 
+# Class losses that take unbounded scores (logits): a ReLU in front of them clamps every negative score to 0.
+CLAMPED_SCORES = {"cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "multi_margin_loss"}
+
+
 @probe("learning.loss_input", on_training_thread=True)
 def loss_input(ctx: ProbeContext) -> ProbeOutcome:
     calls = list(ctx.run.facts.loss_calls.values())
@@ -748,7 +752,21 @@ def loss_input(ctx: ProbeContext) -> ProbeOutcome:
                                 "it applies the sigmoid itself", evidence,
                                 f"drop the sigmoid{at} (keep it only for predictions), or use nn.BCELoss on probabilities",
                                 data={"cause": "softmax_before_loss"})
+        if call.function in CLAMPED_SCORES and producer.startswith("Relu"):
+            return _relu_scores(ctx, call, loss, layer, evidence)
     return ProbeOutcome(PASS, "the losses get what they expect (logits / log-probabilities)", evidence)
+
+
+def _relu_scores(ctx: ProbeContext, call: Any, loss: str, layer: str, evidence: list[str]) -> ProbeOutcome:
+    """A class loss given ReLU outputs as its scores: a class whose score the ReLU holds at 0 for an example
+    gets no gradient there, and once its unit is negative for every input it is dead for good."""
+    where = _activation_sites(ctx, call, {"relu", "ReLU", "relu_"})
+    evidence += [f"the relu is applied at {site}" for site in where]
+    at = f" at {where[0].short}" if where else layer
+    return ProbeOutcome(FAIL, f"{loss} at {call.site.split(' ')[0]} gets ReLU outputs{layer} as its scores: every score "
+                        "the ReLU clamps to 0 passes no gradient, so those classes' units die and stop learning",
+                        evidence, f"drop the relu{at}: the last layer's outputs are the logits (the loss applies its own "
+                        "softmax or sigmoid)", data={"cause": "dead_units"})
 
 
 def _activation_sites(ctx: ProbeContext, call: Any, names: set[str]) -> list[Site]:
