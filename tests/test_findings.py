@@ -731,6 +731,19 @@ def test_a_sequence_first_layer_given_the_loaders_batch_first_is_found_and_one_g
     assert right.batch_as_sequence is None
 
 
+def test_a_watch_whose_own_check_raises_stops_watching_and_the_users_call_goes_on() -> None:
+    class Broken(SilentShapes):
+        def _paired(self, *args) -> None:
+            raise ValueError("a bug of the check")
+
+    head = nn.Linear(3, 1)
+    with Broken(16) as watch:
+        loss = (head(torch.randn(16, 3)) - torch.randn(16, 1)).pow(2).mean()
+        loss.backward()
+
+    assert watch.failed == "ValueError: a bug of the check" and head.weight.grad is not None
+
+
 def test_a_batch_first_layer_and_a_loop_without_a_loader_are_not_taken_for_a_sequence_first_one() -> None:
     tokens = torch.randn(16, 7, 5)
     with SilentShapes(16, loader_batch=16) as built_right:

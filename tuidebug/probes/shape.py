@@ -351,9 +351,10 @@ class SilentShapes(OpWatch):
         if self.batch_as_sequence is not None or not batch or batch < 2 or x.dim() != 3:
             return
         if name != "multi_head_attention_forward":
-            packed = isinstance(args[1], torch.Tensor) and args[1].dim() == 1 and not args[1].is_floating_point()
-            if packed or len(args) <= BATCH_FIRST_ARG or args[BATCH_FIRST_ARG] is not False:
+            if len(args) <= BATCH_FIRST_ARG or args[BATCH_FIRST_ARG] is not False:
                 return
+            if isinstance(args[1], torch.Tensor) and args[1].dim() == 1 and not args[1].is_floating_point():
+                return  # a packed sequence: (data, batch_sizes, ...), no batch_first argument
         if x.shape[0] == batch and x.shape[1] != batch:
             self.batch_as_sequence = BatchAsSequence(name, site, tuple(x.shape), batch)
 

@@ -68,18 +68,21 @@ class OpWatch(TorchFunctionMode):
         super().__init__()
         self.calls = 0
         self.frame: FrameType | None = None  # the user's frame of the call being visited, during ``visit``
+        self.failed: str | None = None  # a visit that raised: the watch stops, the user's call goes on
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
         self.calls += 1
-        if self.calls <= MAX_CALLS and not self.done():
+        if self.calls <= MAX_CALLS and self.failed is None and not self.done():
             self.frame = caller_frame(sys._getframe(1))
             site = _site_of(self.frame) if self.frame is not None else behalf_site()
             if site is not None:
                 try:
                     with torch._C.DisableTorchFunction():
                         self.visit(op_name(func), args, kwargs, result, site)
+                except Exception as exc:  # a watch's own bug must not take the user's call down
+                    self.failed = f"{type(exc).__name__}: {exc}"
                 finally:
                     self.frame = None
         return result
