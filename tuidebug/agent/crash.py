@@ -278,6 +278,16 @@ def _classes_last(input: torch.Tensor, target: torch.Tensor) -> bool:
     return input.dim() >= 3 and target.shape == input.shape[:-1] and target.shape != (input.shape[0], *input.shape[2:])
 
 
+def _scores_classes_last(crash: Crash, function: str, input: torch.Tensor, target: torch.Tensor) -> None:
+    classes, last = int(input.shape[-1]), input.dim() - 1
+    crash.kind, crash.cause = "shape", "shape_mismatch"
+    crash.findings.append(f"{function} takes the classes in dim 1, (N, C, d1, ...): the input {shape_text(input.shape)} "
+                          f"has its {classes} classes last, for targets {shape_text(target.shape)}")
+    moved = "transpose(1, 2)" if last == 2 else f"permute(0, {last}, {', '.join(map(str, range(1, last)))})"
+    crash.fix = (f"move the classes to dim 1: {function}(output.{moved}, target), or flatten both: "
+                 f"output.reshape(-1, {classes}) with target.reshape(-1)")
+
+
 def _class_indicators(crash: Crash, function: str, input: torch.Tensor, target: torch.Tensor) -> None:
     """Integer 0/1 targets of the scores' shape given to a class loss: one indicator per class. With one 1 a
     row they are one-hot (the index is wanted); with several, the task is multi-label (a loss per class)."""
@@ -299,13 +309,7 @@ def _loss_findings(crash: Crash, failed: FailedLoss, model_batch: int | None, on
         return False
     integer_target = not target.is_floating_point() and target.dtype != torch.bool
     if function in CLASS_LOSSES and integer_target and _classes_last(input, target):
-        classes, last = int(input.shape[-1]), input.dim() - 1
-        crash.kind, crash.cause = "shape", "shape_mismatch"
-        crash.findings.append(f"{function} takes the classes in dim 1, (N, C, d1, ...): the input {shape_text(input.shape)} "
-                              f"has its {classes} classes last, for targets {shape_text(target.shape)}")
-        moved = "transpose(1, 2)" if last == 2 else f"permute(0, {last}, {', '.join(map(str, range(1, last)))})"
-        crash.fix = (f"move the classes to dim 1: {function}(output.{moved}, target), or flatten both: "
-                     f"output.reshape(-1, {classes}) with target.reshape(-1)")
+        _scores_classes_last(crash, function, input, target)
         return True
     if function in CLASS_LOSSES and integer_target and target.shape == input.shape and input.dim() >= 2 \
             and bool(((target == 0) | (target == 1)).all()):
