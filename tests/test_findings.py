@@ -790,3 +790,43 @@ def test_a_reshape_that_infers_the_batch_while_its_size_holds_several_examples_f
     assert folded is not None and folded[2] and "8 x 14400" in folded[0] and ".view(x.size(0), -1)" in folded[1]
     # a batch size written first (the last batch is smaller) is not a fold
     assert _folded_reshape("shape '[16, 8, 8]' is invalid for input of size 704", batch=88) is None
+
+
+def test_each_optimizer_of_a_gan_is_followed_for_gradients_never_reset() -> None:
+    """Two optimizers: the generator's backward also fills the discriminator's gradients, which a correct
+    loop clears with its own zero_grad later; only a loop that never resets them is found."""
+    from tuidebug.agent.host_reads import HostReads
+    from tuidebug.agent.resets import OptimizerResets
+
+    def carried(reset: bool, clip: bool = False):
+        torch.manual_seed(0)
+        generator, discriminator = nn.Linear(2, 2), nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 1))
+        opt_g = torch.optim.Adam(generator.parameters(), lr=1e-3)
+        opt_d = torch.optim.Adam(discriminator.parameters(), lr=1e-3)
+        reads = HostReads()
+        resets = OptimizerResets(reads, lambda: False)
+        names = {id(p): name for name, p in [*generator.named_parameters(), *discriminator.named_parameters()]}
+        bce = nn.BCEWithLogitsLoss()
+        for step in range(1, 7):
+            real, fake = torch.randn(8, 2) + 2, generator(torch.randn(8, 2))
+            if reset:
+                opt_d.zero_grad()
+            (bce(discriminator(real), torch.ones(8, 1)) + bce(discriminator(fake.detach()), torch.zeros(8, 1))).backward()
+            if clip:
+                nn.utils.clip_grad_norm_(discriminator.parameters(), 1e-3)
+            resets.at_step(opt_d, "optimizer 1 (Adam)", step, True, lambda p: names[id(p)])
+            opt_d.step()
+            if reset:
+                opt_g.zero_grad()
+            bce(discriminator(fake), torch.ones(8, 1)).backward()  # fills the discriminator's gradients too
+            resets.at_step(opt_g, "optimizer 2 (Adam)", step, True, lambda p: names[id(p)])
+            opt_g.step()
+            reads.flush()
+        return resets.carried(3), resets.followed_names
+
+    found, followed = carried(reset=False)
+    assert found is not None and found[1] == [4, 5, 6] and followed[found[0]] in ("weight", "0.weight", "2.weight")
+    assert carried(reset=True)[0] is None
+    assert carried(reset=True, clip=True)[0] is None
+    # A gradient changed in place after backward (the discriminator's, clipped) is not read as carried.
+    assert carried(reset=False, clip=True)[0] == ("optimizer 2 (Adam)", [4, 5, 6])

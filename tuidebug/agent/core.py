@@ -33,6 +33,7 @@ from tuidebug.agent.gradients import (NormSampler, ParameterLists, blocks_host, 
 from tuidebug.agent.kept_batches import KeptBatches
 from tuidebug.agent.memory import process_memory
 from tuidebug.agent.probing import MODEL_CALL, ProbeRuntime, StepInputs
+from tuidebug.agent.resets import OptimizerResets
 from tuidebug.agent.snapshot import Snapshot
 from tuidebug.agent.watched_step import WatchedStep
 from tuidebug.batches import batch_size_of, map_tensors, tensors_in
@@ -190,6 +191,7 @@ class Agent:
         self.step = 0
         self.observed = Observed()
         self.facts = Facts()
+        self.facts.resets = OptimizerResets(self.facts.reads, lambda: self.probes.replaying)
         self.crash: Any = None  # the analysed exception of the script (``crash.Crash``), set post-mortem
         self.optimizers: list[torch.optim.Optimizer] = []  # those that stepped, the primary first
         self.created_optimizers: weakref.WeakSet = weakref.WeakSet()  # every one the script made
@@ -875,6 +877,9 @@ class Agent:
         """The gradients the optimizer is about to apply: their norms, and a break if not finite."""
         step = self.step + 1
         self._check_wiped(optimizer)
+        if len(self.optimizers) > 1:
+            label = f"optimizer {self.optimizers.index(optimizer) + 1} ({type(optimizer).__name__})"
+            self.facts.resets.at_step(optimizer, label, step, sampled(step), lambda p: self._param_name(p, 0))
         if step == 1 and not self.checkpoints and self.config.break_on_nan:
             self.checkpoints.append((0, self.take_snapshot()))  # the state before the first update
         if optimizer is self._primary() and self.model is not None and sampled(step):

@@ -22,6 +22,7 @@ import torch
 
 from tuidebug.agent.gradients import blocks_host, stacked_norms
 from tuidebug.agent.host_reads import HostReads
+from tuidebug.agent.resets import OptimizerResets
 from tuidebug.probes.shape import reordered
 from tuidebug.sites import Site, is_user_file, user_site
 
@@ -284,6 +285,7 @@ class Facts:
     relabel: Any = None  # ``shape.Relabel``: a view that made the batch the first dim without moving the data
     batch_as_sequence: Any = None  # ``shape.BatchAsSequence``: a batch_first=False layer given the batch first
     stale_grads: list[tuple[int, bool]] = field(default_factory=list)  # (step, grads non-zero at its first backward)
+    resets: OptimizerResets | None = None  # with several optimizers, each one's gradients followed between its steps
     backward_without_graph: str | None = None  # where a loss that did not require grad went backward
     wiped_grads: list[tuple[int, str, str]] = field(default_factory=list)  # (step, zero_grad site, step site)
     grad_checks: list[tuple[int, list[str], list[str]]] = field(default_factory=list)  # (step, no grad, zero grad)
@@ -413,11 +415,21 @@ class Facts:
     def never_reset(self) -> str | None:
         """Why the gradients are never reset (the last STALE_CHECKS sampled steps all began their first
         backward with non-zero gradients), or None."""
+        if self.optimizers > 1:
+            return self._carried()
         recent = self.stale_grads[-STALE_CHECKS:]
         if self.optimizers != 1 or len(recent) < STALE_CHECKS or not all(stale for _, stale in recent):
             return None
         return (f"the gradients were already non-zero when backward started, at the first backward of steps "
                 f"{', '.join(str(s) for s, _ in recent)}: they are never reset (no zero_grad)")
+
+    def _carried(self) -> str | None:
+        carried = self.resets.carried(STALE_CHECKS) if self.resets is not None else None
+        if carried is None:
+            return None
+        label, steps = carried
+        return (f"the gradients of {label} ({self.resets.followed_names.get(label, '?')} followed) held the previous "
+                f"step's plus the new ones at its steps {', '.join(str(s) for s in steps)}: they are never reset (no zero_grad)")
 
     def _wiped(self) -> str | None:
         if len(self.wiped_grads) < STALE_CHECKS:

@@ -384,8 +384,9 @@ def zero_grad(ctx: ProbeContext) -> ProbeOutcome:
     confirmed = _learns(with_reset) and (not _learns(as_written) or _tail(finite(with_reset) or [math.inf])
                                          < _tail(finite(as_written) or [math.inf]))
     where = f" before loss.backward() ({facts.backward_site})" if facts.backward_site else " before loss.backward()"
+    reset = "optimizer.zero_grad()" if facts.optimizers <= 1 else "each optimizer's zero_grad()"
     return ProbeOutcome(FAIL, "gradients are never reset: every step adds to the gradients of all the steps before",
-                        evidence, f"call optimizer.zero_grad(){where} in every iteration",
+                        evidence, f"call {reset}{where} in every iteration",
                         data={"cause": "missing_zero_grad", "confirmed": confirmed})
 
 
