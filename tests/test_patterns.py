@@ -164,3 +164,19 @@ def test_module_run_like_python_dash_m() -> None:
     assert_same_run(plain, agent, exit_code=4)
     assert_losses_reported(plain, agent)
     assert "name __main__ package pat_pkg spec pat_pkg.train" in agent.stdout
+
+
+def test_a_later_stage_with_its_own_optimizer_takes_over_the_step_count() -> None:
+    """Its steps before it takes over are not counted, and its losses are not folded into the first
+    step it counts."""
+    plain, agent = run_both(["pat_stages.py"])
+
+    assert plain.returncode == agent.returncode == 0 and agent.stdout == plain.stdout
+    printed = re.findall(r"^stage (\d) step (\d+) loss (\S+)", plain.stdout, re.MULTILINE)
+    reported = reported_losses(agent.stderr)
+    first_stage, handover = 30, 20  # HANDOVER_STEPS
+    assert sorted(reported) == list(range(1, first_stage + 40 - handover + 2))
+    assert reported[first_stage] == number(float(printed[first_stage - 1][2]))
+    assert reported[first_stage + 1] == number(float(printed[first_stage + handover - 1][2]))
+    assert reported[max(reported)] == number(float(printed[-1][2]))
+    assert "Adam now defines the step: it made 20 steps with none of SGD's" in agent.stderr

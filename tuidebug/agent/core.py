@@ -52,6 +52,11 @@ MANUAL_PROBES = 32  # backward passes watched for parameters changing without an
 # runs out of memory after a few dozen steps then still has the readings the growth check needs
 # (facts.GROWTH_SAMPLES over the second half).
 MEMORY_EVERY_STEP_SECONDS = 0.002
+# The optimizer that defines the step hands over to another once that one has stepped this many times
+# in a row with no step of its own: a later stage's (a fine-tune after pre-training, the old optimizer
+# still referenced). A GAN's optimizers take turns, and a WGAN's critic steps 5 times (100 in the
+# original's first iterations, after which the critic keeps the count) per step of the generator.
+HANDOVER_STEPS = 20
 
 # The agent of this process, for ``tuidebug.watch``; None when not running under tuidebug.
 CURRENT: Agent | None = None
@@ -209,6 +214,8 @@ class Agent:
         self._checkpoint_numel: int | None = None
         self._next_checkpoint = 1
         self._primary: weakref.ref | None = None
+        self._primary_since = 1  # the first step the current primary optimizer counted
+        self._steps_in_a_row: dict[int, int] = {}  # id(optimizer) -> its steps since the primary's last one
         self._losses: list[torch.Tensor] = []
         self._loss_targets: list[Any] = []
         self._loss_calls = 0
@@ -855,8 +862,7 @@ class Agent:
             self._find_owner(optimizer)
             groups = len(optimizer.param_groups)
             self.event("optimizer", f"{type(optimizer).__name__} with {groups} param group(s)")
-        if self._primary is None:
-            self._primary = weakref.ref(optimizer)
+        self._follow_primary(optimizer)
         self._stepped = True
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args[0] is the optimizer itself
         if not callable(closure):
@@ -873,6 +879,24 @@ class Agent:
 
         return args[:1], {**{k: v for k, v in kwargs.items() if k != "closure"}, "closure": measured_closure}
 
+    def _follow_primary(self, optimizer: torch.optim.Optimizer) -> None:
+        """The first optimizer to step defines the step, until another steps HANDOVER_STEPS times in a row
+        without it (or it is gone): the new stage's losses were not counted meanwhile, only its last one stays."""
+        primary = self._primary() if self._primary is not None else None
+        if optimizer is primary:
+            self._steps_in_a_row.clear()
+            return
+        in_a_row = self._steps_in_a_row[id(optimizer)] = self._steps_in_a_row.get(id(optimizer), 0) + 1
+        if primary is not None and in_a_row < HANDOVER_STEPS:
+            return
+        if primary is not None:
+            self.event("optimizer", f"{type(optimizer).__name__} now defines the step: it made {in_a_row} steps "
+                                    f"with none of {type(primary).__name__}'s (a new stage)")
+            self._losses, self._norms, self._unchecked_losses = self._losses[-1:], [], self._unchecked_losses[-1:]
+            self._backward_calls = min(self._backward_calls, 1)
+        self._primary, self._primary_since = weakref.ref(optimizer), self.step + 1
+        self._steps_in_a_row.clear()
+
     def gradients_ready(self, optimizer: torch.optim.Optimizer) -> None:
         """The gradients the optimizer is about to apply: their norms, and a break if not finite."""
         step = self.step + 1
@@ -886,7 +910,7 @@ class Agent:
             self.facts.check_gradients(step, self.model)
             self.facts.mode_checks.append((step, self.model.training))
             del self.facts.mode_checks[:-50]
-            if step <= 2:  # every optimizer made: at step 1 an actor's may not have stepped yet after the critic's
+            if step <= self._primary_since + 1:  # every optimizer made: at step 1 an actor's may not have stepped yet
                 self.facts.check_parameters(self.model, [*self.optimizers, *self.created_optimizers])
                 self._watch_head(step)
         self._take_norms(lambda: self.parameter_lists.with_grad(optimizer), primary=optimizer is self._primary())
