@@ -240,3 +240,22 @@ def test_the_window_is_lengthened_while_a_container_grows_at_every_pass_and_ends
     assert any(line.startswith("window_extended: ") and "preds" in line for line in report["evidence"])
     assert report["steps"] < 24  # ended by the finding at the fourth pass (12 steps), not by the window's end
 
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_a_loop_that_computes_losses_and_never_updates_is_no_learning(tmp_path, accumulate):
+    """No backward and no step while the loss is computed in training mode: the loop's line is named. The
+    correct loop that gathers 32 micro-batch losses for one backward is not taken for it."""
+    out = tmp_path / "report.json"
+    subprocess.run([*tuidebug_command(), "diagnose", "--json", str(out), str(SCRIPTS / "update_never_called.py"),
+                    *(["--accumulate"] if accumulate else [])], capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    report = json.loads(out.read_text())
+
+    if accumulate:
+        assert report["failure_class"] == "healthy", report["summary"]
+        assert not any("loss_without_backward" in line for line in report["evidence"])
+    else:
+        assert (report["failure_class"], report["cause"]) == ("no_learning", "missing_optimizer_step"), report["summary"]
+        assert "the loop at update_never_called.py:30 computes" in report["fix"]
+        assert any("update_never_called.py:24 `return nn.functional.cross_entropy(model(inputs), targets)`" in line
+                   for line in report["evidence"])

@@ -21,7 +21,7 @@ FINDING_BRANCHES = {
     "stale_grads": "learning", "zero_grad_wipes": "learning", "not_in_optimizer": "learning", "head_untrained": "learning",
     "unregistered_modules": "learning",
     "frozen": "learning", "no_grad_params": "learning", "graph_cut": "learning", "eval_mode": "learning", "loss_input": "learning",
-    "backward_without_graph": "learning", "no_optimizer_step": "learning", "lr_schedule": "learning",
+    "backward_without_graph": "learning", "no_optimizer_step": "learning", "loss_without_backward": "learning", "lr_schedule": "learning",
     "lr_collapsed": "learning",
     "loss_broadcast": "shape", "one_hot_width": "shape", "relabelled_view": "shape",
     "target_range": "shape", "batch_as_sequence": "shape",
@@ -100,6 +100,8 @@ def preselect(session: Session) -> tuple[str, str]:
     if steps == 0:
         if any(e.kind == "finding" and e.message.startswith("no_optimizer_step") for e in events):
             return "learning", "backward passes but no optimizer step"
+        if any(e.kind == "finding" and e.message.startswith("loss_without_backward") for e in events):
+            return "learning", "losses computed but no backward pass and no optimizer step"
         return "no_step", "the script ran no optimizer step" + (" before it ended" if end else " in the window")
     for branch, codes in FINDING_ORDER:
         reasons = [reason for code, reason in findings.get(branch, []) if codes is None or code in codes]

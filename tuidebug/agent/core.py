@@ -40,7 +40,7 @@ from tuidebug.batches import batch_size_of, map_tensors, tensors_in
 from tuidebug.probes import holders
 from tuidebug.protocol import Event, Step
 from tuidebug.probe_api import HeldFrame
-from tuidebug.sites import Site, is_user_file, user_frame, user_site
+from tuidebug.sites import Site, is_user_file, user_callers, user_frame, user_site
 
 MAX_LOSSES_PER_STEP = 256
 HISTORY_STEPS = 2048
@@ -466,6 +466,8 @@ class Agent:
             if found:
                 seen.loss_function, seen.output_key = (call, target, kwargs), key
                 seen.loss_site = seen.loss_site or user_site()
+        if self.step == 0 and not self.facts.backward_total:
+            self._loss_without_backward(input)
         index = self._loss_calls
         self._loss_calls += 1
         self._loss_targets.append(target)
@@ -474,6 +476,19 @@ class Agent:
             if index == 0 and self.batches:
                 self.facts.target_path = batch_path_of(target, self.batches[-1].batch)
         return target
+
+    def _loss_without_backward(self, input: Any) -> None:
+        """Before any backward and step: a training loss with a graph, counted (a loop that never
+        updates computes them and drops them)."""
+        model = self.observed.model
+        if not isinstance(input, torch.Tensor) or input.grad_fn is None or model is None or not model.training:
+            return
+        facts = self.facts
+        facts.losses_without_backward += 1
+        if not facts.unused_loss_sites:
+            facts.unused_loss_sites = [str(site) for site in user_callers(2)]
+        if facts.losses_without_backward % 5 == 0:
+            self._report_findings()
 
     def on_module_error(self, module: torch.nn.Module, args: tuple) -> None:
         """A module's forward raised; the first one to say so is the innermost."""
@@ -1027,6 +1042,9 @@ class Agent:
         if self.manual_updates and self._losses:
             self._finish_step(skipped=False)
         self.facts.observe_watched(self.watched_step.end())
+        if self.step == 0:  # a loop that never stepped has had no step to report its findings at
+            self.facts.script_ended = True
+            self._report_findings()
 
     def on_clip(self, total_norm: Any, max_norm: Any) -> None:
         """The script's clip_grad_norm_ returned the norm before clipping: shown as the gradient norm."""

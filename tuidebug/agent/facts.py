@@ -66,6 +66,13 @@ GROWTH_TOTAL = 32 * 2**20
 GROWTH_RISING = 0.75
 GROWTH_POINTS = 128  # readings looked at, evenly spaced: a steady rise shows as well in 128 as in 1,024
 NO_STEP_BACKWARDS = 5
+# Losses computed with a graph, by a model in training mode, with an optimizer made and yet no backward
+# pass and no step: a loop that never updates (its update lives in a hook nobody calls). An evaluation
+# runs in eval mode or under no_grad and is not counted. Once the script has ended, 20 (four times
+# NO_STEP_BACKWARDS) is a loop. While it runs, a loop may gather micro-batch losses in a list for one
+# backward of their sum (32 is a usual accumulation): 200 such graphs alive at once is not that.
+LOSSES_WITHOUT_BACKWARD = 20
+LIVE_LOSSES_WITHOUT_BACKWARD = 200
 # A container of the model grows when, over its last CONTAINER_PASSES sightings (one at the start of each
 # pass over a DataLoader: training and evaluation epochs, Lightning's sanity check included), it never
 # shrank, rose at least CONTAINER_PASSES - 2 times and holds CONTAINER_TENSORS tensors: a buffer that a
@@ -287,6 +294,9 @@ class Facts:
     stale_grads: list[tuple[int, bool]] = field(default_factory=list)  # (step, grads non-zero at its first backward)
     resets: OptimizerResets | None = None  # with several optimizers, each one's gradients followed between its steps
     backward_without_graph: str | None = None  # where a loss that did not require grad went backward
+    losses_without_backward: int = 0  # training losses with a graph while no backward and no step has run
+    script_ended: bool = False
+    unused_loss_sites: list[str] = field(default_factory=list)  # the first such loss's line and its callers
     wiped_grads: list[tuple[int, str, str]] = field(default_factory=list)  # (step, zero_grad site, step site)
     grad_checks: list[tuple[int, list[str], list[str]]] = field(default_factory=list)  # (step, no grad, zero grad)
     not_in_optimizer: list[str] = field(default_factory=list)
@@ -358,7 +368,8 @@ class Facts:
                             ("unregistered_modules", self._unregistered), ("no_grad_params", self._no_grad),
                             ("graph_cut", self._graph_cut),
                             ("eval_mode", self._eval_mode), ("loss_input", self._loss_input),
-                            ("no_optimizer_step", self._no_step), ("lr_schedule", lambda: self._schedule(step)),
+                            ("no_optimizer_step", self._no_step), ("loss_without_backward", self._no_backward),
+                            ("lr_schedule", lambda: self._schedule(step)),
                             ("lr_collapsed", lambda: self._collapsed_rate(step)),
                             ("graphs_kept", lambda: self._graphs(step)), ("memory_growth", self._growth),
                             ("container_growth", self._container_growth)):
@@ -563,6 +574,16 @@ class Facts:
             return None
         return (f"{self.backward_total} backward passes and no optimizer step (no optimizer.step() was called, "
                 "and the parameters do not change)")
+
+    def _no_backward(self) -> str | None:
+        enough = LOSSES_WITHOUT_BACKWARD if self.script_ended else LIVE_LOSSES_WITHOUT_BACKWARD
+        if self.steps or self.backward_total or self.manual_updates or not self.optimizer_sites or \
+                self.losses_without_backward < enough:
+            return None
+        where = " called from ".join(self.unused_loss_sites) or "?"
+        return (f"the loss was computed {self.losses_without_backward} times in training mode ({where}), and "
+                f"neither backward() nor an optimizer step ever ran: the {self.optimizer_sites[0][0]} created at "
+                f"{self.optimizer_sites[0][1]} never updates the model")
 
     def _graphs(self, step: int) -> tuple[str, list[str]] | None:
         old = self.old_graphs_alive(step)

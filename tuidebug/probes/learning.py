@@ -437,6 +437,8 @@ def step(ctx: ProbeContext) -> ProbeOutcome:
                             data={"cause": "missing_optimizer_step"})
     if facts.wiped_grads:
         return _wiped_before_step(ctx, evidence)
+    if not facts.backward_total and not ctx.run.optimizers and facts.unused_loss_sites:
+        return _loss_dropped(facts, evidence)
     if ctx.run.optimizers and not facts.backward_total:
         silent = _training_step_without_loss(ctx)
         if silent is not None:
@@ -449,6 +451,20 @@ def step(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(FAIL, "optimizer.step() runs but no backward() computes gradients", evidence,
                             "call loss.backward() before optimizer.step()", data={"cause": "missing_optimizer_step"})
     return ProbeOutcome(PASS, "backward and the optimizer step both run", evidence)
+
+
+def _loss_dropped(facts: Any, evidence: list[str]) -> ProbeOutcome:
+    """Losses computed in training mode and dropped: no backward, no step (the update is in code the
+    loop never calls)."""
+    made, *callers = facts.unused_loss_sites
+    called = f", called from {callers[0]}" if callers else ""
+    evidence.append(f"the loss was computed {facts.losses_without_backward} times in training mode at {made}{called}: "
+                    "no backward() ran on any of them")
+    loop = (callers or [made])[0].split(" ")[0]
+    return ProbeOutcome(FAIL, "the loop computes the loss but never updates the model: no backward() and no optimizer "
+                        "step run", evidence,
+                        f"call loss.backward() and optimizer.step() on the loss the loop at {loop} computes, in every "
+                        "iteration (or call the code that does)", data={"cause": "missing_optimizer_step"})
 
 
 def _training_step_without_loss(ctx: ProbeContext) -> Site | None:
