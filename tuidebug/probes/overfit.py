@@ -19,6 +19,7 @@ The best of a few losses forgives the noise that Dropout and BatchNorm add on te
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from typing import Any
 
@@ -42,6 +43,11 @@ FLAT_DROP = 0.01
 # The run's own loss "clearly falls" when the median of its last quarter is below RUN_FALLS of its first
 # quarter's: a drop no broken pipeline makes.
 RUN_FALLS = 0.8
+# A run's loss falls at all below RUN_FALLS_AT_ALL of its start (triage's NOT_FALLING): what makes a
+# single batch's loss that rises (its median over the last RISE_STEPS steps above its first) a property
+# of the objective rather than of a broken pipeline.
+RUN_FALLS_AT_ALL = 0.95
+RISE_STEPS = 5
 FIX = (
     "debug this single batch before any full run: check that the loss is computed from the model's "
     "output (no .detach(), .item() or .data on the way), that every parameter is in the optimizer and "
@@ -78,6 +84,13 @@ def weighed_against_the_run(ctx: ProbeContext, outcome: ProbeOutcome) -> ProbeOu
     optimizer moves them (a warm-up, a small rate). Frozen or non-finite curves stand as they are."""
     if outcome.data.get("outcome") not in ("cannot_fit", "still_improving"):
         return outcome
+    if rises_while_the_run_falls(ctx, outcome.curve or []):
+        first, last, steps = run_trend(ctx)
+        return ProbeOutcome(INCONCLUSIVE, outcome.summary.split(";")[0] + f": the batch's loss rose under the run's own "
+                            f"optimizer, while the run's fell ({first:.4g} -> {last:.4g} over {steps:.0f} steps): the "
+                            "objective is not a fixed function of the batch (a clipped or sampled objective, as in "
+                            "reinforcement learning), so one batch cannot be fitted down", outcome.evidence,
+                            curve=outcome.curve, data={"outcome": "not_fixed"})
     if not run_learns(ctx, RUN_FALLS) and not steadily_falling(finite([step.loss for step in ctx.history])):
         return outcome
     first, last, steps = run_trend(ctx)
@@ -85,6 +98,17 @@ def weighed_against_the_run(ctx: ProbeContext, outcome: ProbeOutcome) -> ProbeOu
                         f"-> {last:.4g} over {steps:.0f} steps): the batch needs more steps at this rate, the "
                         "pipeline is not broken", outcome.evidence, curve=outcome.curve,
                         data={"outcome": "still_improving"})
+
+
+def rises_while_the_run_falls(ctx: ProbeContext, curve: list[float]) -> bool:
+    """Gradient steps on one fixed batch lower its loss at first, whatever the bug (a frozen model stays
+    flat, a wrong target still gets memorised): a batch loss that ends above its start, while the run's
+    own loss falls, comes from an objective the batch alone does not fix (PPO's clipped ratio, sampled
+    actions)."""
+    trend = run_trend(ctx)
+    rose = len(curve) >= RISE_STEPS and all(math.isfinite(v) for v in curve) and \
+        statistics.median(curve[-RISE_STEPS:]) > curve[0] > 0
+    return rose and trend is not None and trend[0] > 0 and trend[1] < RUN_FALLS_AT_ALL * trend[0]
 
 
 def fit(ctx: ProbeContext, batch: Any, steps: int, adjust: Adjust, start: Any,
