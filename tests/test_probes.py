@@ -194,3 +194,21 @@ def test_a_loop_updating_by_hand_is_replayed_iteration_by_iteration_and_its_upda
     final = _finish(run, session).split()
     plain = _plain_output(SCRIPTS / "hand_sgd.py", rate, str(300 - borrowed)).result().split()
     assert [float(v) for v in final] == pytest.approx([float(v) for v in plain], rel=1e-3)
+
+
+def test_a_single_batch_loss_that_rises_while_the_run_falls_is_read_as_the_objective() -> None:
+    """PPO's clipped objective: optimising one batch again and again raises its loss, while the run
+    learns. A flat or falling batch curve, or a run that does not fall, keeps the single-batch verdict."""
+    from types import SimpleNamespace
+
+    from tuidebug.probes.overfit import rises_while_the_run_falls
+
+    def context(first: float, last: float) -> SimpleNamespace:
+        return SimpleNamespace(params={"run_trend": [first, last, 960]}, history=[])
+
+    rising = [23.3, 23.9, 24.2, 24.5, 24.6, 24.8, 24.8]
+    assert rises_while_the_run_falls(context(36.3, 29.8), rising)
+    assert not rises_while_the_run_falls(context(36.3, 35.5), rising)  # the run does not fall either
+    assert not rises_while_the_run_falls(context(36.3, 29.8), [1.39] * 7)  # flat: a frozen model
+    assert not rises_while_the_run_falls(context(36.3, 29.8), [1.4, 1.3, 1.2, 1.1, 1.0, 0.9, 0.8])
+    assert not rises_while_the_run_falls(context(36.3, 29.8), rising[:3])  # too short to tell
