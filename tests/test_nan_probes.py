@@ -166,3 +166,24 @@ def test_nan_inputs_made_by_numpy_in_preprocessing_name_the_line_numpy_warned_at
     assert result.status == "fail"
     assert 'numpy warned "divide by zero encountered in divide" at numpy_ratio_inputs.py:10' in result.summary
     assert result.fix.startswith("at numpy_ratio_inputs.py:10 `ratios = prices[:, 1:] / prices[:, :1]`")
+
+
+def test_nan_inputs_kept_by_a_windowed_dataset_name_the_array_they_were_read_into():
+    """The Dataset copies the whole series (more rows than windows): the series the script holds with the
+    same gaps is found, with the lines that assign it, and the fix names it."""
+    target = Target(str(SCRIPTS / "series_windows_nan.py"), [])
+    session = Session(target.name, target.args)
+    run = ChildRun(target, session, {"break_on_nan": True}, capture_output=True)
+    run.start()
+    try:
+        wait_for(lambda: session.state == "paused", 60, "the break")
+        run.command("probe", name="nan.inputs", params={})
+        wait_for(lambda: "nan.inputs" in session.probe_results, 60, "the check's result")
+    finally:
+        run.close()
+    result = session.probe_results["nan.inputs"]
+
+    assert result.status == "fail"
+    assert any(line.startswith("dataset.values: ") for line in result.evidence)
+    assert any(line.startswith("`readings` is assigned at series_windows_nan.py:11 `readings = np.genfromtxt(log)") for line in result.evidence)
+    assert result.fix.startswith("drop or fill the NaN/Inf rows of `readings` where it is made (series_windows_nan.py:11)")

@@ -149,9 +149,10 @@ def nonfinite_rows(tensor: torch.Tensor) -> list[int]:
     return bad.reshape(bad.shape[0], -1).any(dim=1).nonzero().flatten().tolist()
 
 
-def data_tensors(dataset: Any) -> list[tuple[str, Any]]:
+def data_tensors(dataset: Any, windows: bool = False) -> list[tuple[str, Any]]:
     """The tensors (or arrays) a dataset keeps for all its samples: TensorDataset's, or its attributes
-    with one row per sample."""
+    with one row per sample; with ``windows``, also those with more rows than samples (a series cut
+    into windows: sample i is rows i to i + k)."""
     if dataset is None:
         return []
     if isinstance(dataset, torch.utils.data.TensorDataset):
@@ -160,7 +161,8 @@ def data_tensors(dataset: Any) -> list[tuple[str, Any]]:
     found = []
     for name, value in vars(dataset).items():
         shape = getattr(value, "shape", None)
-        if shape is not None and len(shape) >= 1 and (size is None or shape[0] == size):
+        if shape is not None and len(shape) >= 1 and (size is None or shape[0] == size or
+                                                      windows and shape[0] > size):
             found.append((f"dataset.{name}", value))
     return found
 
@@ -170,8 +172,11 @@ def provenance(ctx: ProbeContext, dataset: Any) -> list[str]:
     lines = []
     frames = ctx.run.user_frames()
     main = sys.modules.get("__main__")
-    for label, data in data_tensors(dataset):
-        values = torch.as_tensor(data) if not isinstance(data, torch.Tensor) else data
+    for label, data in data_tensors(dataset, windows=True):
+        try:
+            values = torch.as_tensor(data) if not isinstance(data, torch.Tensor) else data
+        except (TypeError, ValueError, RuntimeError):
+            continue
         if not values.is_floating_point():
             continue
         bad = ~torch.isfinite(values.detach())
@@ -186,7 +191,7 @@ def provenance(ctx: ProbeContext, dataset: Any) -> list[str]:
         holders = names_of(data, frames)
         if not holders and main is not None:
             holders = [(name, None) for name, value in vars(main).items() if _same(value, data)]
-        if not holders and values.dim() == 2:
+        if not holders and values.dim() in (1, 2):
             holders = _same_pattern(values, bad, frames, main)
         for name, frame in holders[:2]:
             path = frame.f_code.co_filename if frame is not None else getattr(main, "__file__", "")
@@ -208,18 +213,23 @@ def _attribute_lines(dataset: Any, label: str) -> list[str]:
 
 
 def _same_pattern(values: torch.Tensor, bad: torch.Tensor, frames: list[Any], main: Any) -> list[tuple[str, Any]]:
-    """Arrays the script holds with NaN/Inf in the same columns: the data set's tensor was copied from
-    one of them (torch.tensor(array) copies), so that one's lines say where the values came from."""
+    """Arrays the script holds with NaN/Inf in the same columns (a series: a column of one), the data set's
+    tensor copied from one of them (torch.tensor(array) copies): that one's lines say where the values came
+    from."""
+    if values.dim() == 1:
+        values, bad = values.unsqueeze(1), bad.unsqueeze(1)
     columns = bad.any(dim=0)
     found = []
     scopes = [(f.f_locals, f) for f in frames] + ([(vars(main), None)] if main is not None else [])
     for scope, frame in scopes:
         for name, value in list(scope.items()):
             shape = getattr(value, "shape", None)
+            if isinstance(shape, tuple) and len(shape) == 1:
+                shape = (*shape, 1)
             if name.startswith("_") or not isinstance(shape, tuple) or len(shape) != 2 or shape[1] != values.shape[1]:
                 continue
             try:
-                other = torch.as_tensor(value)
+                other = torch.as_tensor(value).reshape(shape)
             except (TypeError, ValueError, RuntimeError):
                 continue
             if other.is_floating_point() and bool(((~torch.isfinite(other)).any(dim=0) == columns).all()):
@@ -358,6 +368,10 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
         summary += f"; the script writes NaN for missing values at {written[0].short}"
         fix = (f"at {written[0]}: fill the missing values (interpolate, carry the last reading, a column mean) or "
                "leave out the samples that have them, instead of keeping NaN")
+    elif source := next((line for line in origin if line.startswith("`") and " is assigned at " in line), None):
+        name, site = source[1:].split("` is assigned at ", 1)
+        fix = (f"drop or fill the NaN/Inf rows of `{name}` where it is made ({site.split(' ')[0]}), e.g. "
+               f"`{name} = {name}[np.isfinite({name}).reshape(len({name}), -1).all(axis=1)]`, before the Dataset is built")
     else:
         fix = ("clean the data at its source: drop or impute those samples, or assert torch.isfinite(x).all() in "
                "the Dataset's __getitem__ so bad rows fail loudly")
