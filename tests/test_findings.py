@@ -830,3 +830,38 @@ def test_each_optimizer_of_a_gan_is_followed_for_gradients_never_reset() -> None
     assert carried(reset=True, clip=True)[0] is None
     # A gradient changed in place after backward (the discriminator's, clipped) is not read as carried.
     assert carried(reset=False, clip=True)[0] == ("optimizer 2 (Adam)", [4, 5, 6])
+
+
+def test_a_part_left_in_eval_mode_while_the_model_trains_is_proven_by_a_replay_in_training_mode(start_run) -> None:
+    result = check_at(start_run, "encoder_left_in_eval.py", "learning.mode", 20)
+
+    assert result.status == "fail" and result.data["cause"] == "eval_mode_training"
+    assert result.summary.startswith("encoder trains in eval mode while the rest of the model trains: the "
+                                     "encoder.eval() at encoder_left_in_eval.py:10 is never undone")
+    assert result.fix.startswith("call self.encoder.train() after building it")
+    assert any(line.startswith("... with the whole model in training mode: ") for line in result.evidence)
+
+
+def test_parts_in_eval_mode_and_a_loss_at_chance_level_are_told_from_healthy_ones() -> None:
+    from tuidebug.agent.facts import Facts, LossCall
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Sequential(nn.Dropout(0.1), nn.Linear(8, 3)))
+    facts = Facts()
+    for step in (1, 2, 3):
+        facts.record_mode(step, model)
+    assert facts.parts_in_eval() == []
+    model[2].eval()  # the part holding dropout; a lone Linear in eval mode changes nothing and is not named
+    model[0].eval()
+    for step in (4, 5, 6):
+        facts.record_mode(step, model)
+    assert facts.parts_in_eval() == [("2", id(model[2]))]
+
+    facts.loss_calls[0] = LossCall(function="cross_entropy", site="?", input_shape=[8, 3], target_shape=[8],
+                                   input_dtype="float32", target_dtype="int64", input_producer=None,
+                                   input_module=None, loss_module=None, calls=1, classes=3)
+    chance = math.log(3)
+    came_down = [40.0] * 10 + [5.0] * 10 + [chance * 1.003] * 40
+    assert "sits at ln(3)" in facts._at_chance(came_down)
+    assert facts._at_chance([chance] * 60) is None  # starts there: the trend rule's case
+    assert facts._at_chance([40.0] * 10 + [5.0] * 10 + [chance * 0.9] * 40) is None  # below chance: it learns
+    assert facts._at_chance(came_down[:40]) is None  # too few steps

@@ -237,11 +237,16 @@ class Runs:
                 result.evidence.append(f"not re-run on a live loop: {self.rerun_failed}")
                 return result
             result = run_probe(rerun, self.rerun_session, name, min(timeout, self.deadline.left()),
-                               {"run_trend": self._trend()})
+                               {"run_trend": self._trend(), "run_findings": self._finding_codes()})
             result.evidence.append(f"run on a second run of the script, paused at step {self.rerun_session.step} "
                                    "(the first one's loop had ended; its file writes went to a scratch folder)")
             self.rerun_spent = bool(result.data.get("needs_loop"))
         return result
+
+    def _finding_codes(self) -> list[str]:
+        """The first run's findings, for a probe on a second run that has not reached them."""
+        with self.session.lock:
+            return sorted({e.message.split(":", 1)[0] for e in self.session.events if e.kind == "finding"})
 
     def _trend(self) -> list[float] | None:
         """The first run's loss trend, for a probe on a second run, which has seen only its first steps."""

@@ -820,7 +820,7 @@ class Agent:
 
     def _report_findings(self) -> None:
         self.facts.reads.flush()  # the values the checks queued, when the step read nothing else
-        for code, text, details in self.facts.new_findings(self.step):
+        for code, text, details in self.facts.new_findings(self.step, [step.loss for step in list(self.history)]):
             if code == "check_failed":
                 self.event("error", text)
                 continue
@@ -923,8 +923,7 @@ class Agent:
             self.checkpoints.append((0, self.take_snapshot()))  # the state before the first update
         if optimizer is self._primary() and self.model is not None and sampled(step):
             self.facts.check_gradients(step, self.model)
-            self.facts.mode_checks.append((step, self.model.training))
-            del self.facts.mode_checks[:-50]
+            self.facts.record_mode(step, self.model)
             if step <= self._primary_since + 1:  # every optimizer made: at step 1 an actor's may not have stepped yet
                 self.facts.check_parameters(self.model, [*self.optimizers, *self.created_optimizers])
                 self._watch_head(step)

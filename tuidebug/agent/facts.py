@@ -73,6 +73,15 @@ NO_STEP_BACKWARDS = 5
 # backward of their sum (32 is a usual accumulation): 200 such graphs alive at once is not that.
 LOSSES_WITHOUT_BACKWARD = 20
 LIVE_LOSSES_WITHOUT_BACKWARD = 200
+# A classification loss (cross_entropy / nll_loss over C classes) that sits at ln(C), the loss of equal
+# probabilities for every class, within CHANCE_SPREAD of it at every step of the last fifth (at least
+# CHANCE_STEPS steps in all), having started above CHANCE_START times it: the model came down from a bad
+# start to outputs that no longer depend on the input, and stays there. A healthy run passes ln(C) on its
+# way down, and one that starts at ln(C) (a small init) is left to the trend rule: neither is caught.
+CHANCE_STEPS = 50
+CHANCE_SPREAD = 0.01
+CHANCE_START = 1.5
+MODE_LAYERS = (torch.nn.Dropout, torch.nn.modules.batchnorm._BatchNorm)
 # A container of the model grows when, over its last CONTAINER_PASSES sightings (one at the start of each
 # pass over a DataLoader: training and evaluation epochs, Lightning's sanity check included), it never
 # shrank, rose at least CONTAINER_PASSES - 2 times and holds CONTAINER_TENSORS tensors: a buffer that a
@@ -304,6 +313,7 @@ class Facts:
     unregistered: list[str] = field(default_factory=list)
     frozen: list[str] = field(default_factory=list)
     mode_checks: list[tuple[int, bool]] = field(default_factory=list)  # (step, model.training)
+    eval_parts: list[tuple[int, list[tuple[str, int]]]] = field(default_factory=list)  # (step, [(name, id)])
     has_mode_layers: bool = False
     schedulers: dict[int, SchedulerCalls] = field(default_factory=dict)
     manual_updates: int = 0
@@ -355,8 +365,9 @@ class Facts:
 
     # --- findings: what is wrong beyond doubt, reported once as it is seen --------------------
 
-    def new_findings(self, step: int) -> list[tuple[str, str, list[str]]]:
-        """(code, text, details) of findings not reported yet; see ``tuidebug.triage`` for what each opens."""
+    def new_findings(self, step: int, losses: list[float | None] = ()) -> list[tuple[str, str, list[str]]]:
+        """(code, text, details) of findings not reported yet; see ``tuidebug.triage`` for what each opens.
+        ``losses``: the recent steps' losses, oldest first."""
         self.steps = step
         found = []
         for code, check in (("loss_broadcast", self._broadcast), ("one_hot_width", self._one_hot),
@@ -371,6 +382,7 @@ class Facts:
                             ("no_optimizer_step", self._no_step), ("loss_without_backward", self._no_backward),
                             ("lr_schedule", lambda: self._schedule(step)),
                             ("lr_collapsed", lambda: self._collapsed_rate(step)),
+                            ("loss_at_chance", lambda: self._at_chance(losses)),
                             ("graphs_kept", lambda: self._graphs(step)), ("memory_growth", self._growth),
                             ("container_growth", self._container_growth)):
             if code in self.reported:
@@ -520,6 +532,46 @@ class Facts:
             return None
         return (f"the model trains in eval mode (model.training is False at steps "
                 f"{', '.join(str(s) for s, _ in recent)}): dropout is off and batch norm uses its running statistics")
+
+    def record_mode(self, step: int, model: torch.nn.Module) -> None:
+        """The model's mode at a sampled step, and the parts of it in eval mode while it trains (the
+        outermost module of each such part that holds dropout or batch norm)."""
+        self.mode_checks.append((step, model.training))
+        del self.mode_checks[:-50]
+        parts = []
+        if model.training:
+            modules = dict(model.named_modules())
+            for name, module in modules.items():
+                parent = modules.get(name.rpartition(".")[0] if "." in name else "")
+                if name and not module.training and parent is not None and parent.training and \
+                        any(isinstance(m, MODE_LAYERS) for m in module.modules()):
+                    parts.append((name, id(module)))
+        self.eval_parts.append((step, parts))
+        del self.eval_parts[:-50]
+
+    def parts_in_eval(self) -> list[tuple[str, int]]:
+        """The parts in eval mode at each of the last three checks while the model trained."""
+        recent = self.eval_parts[-3:]
+        if len(recent) < 3 or not all(parts == recent[0][1] for _, parts in recent):
+            return []
+        return recent[0][1]
+
+    def classes(self) -> int | None:
+        return next((c.classes for c in self.loss_calls.values()
+                     if c.function in ("cross_entropy", "nll_loss") and c.classes and c.classes >= 2), None)
+
+    def _at_chance(self, losses: list[float | None]) -> str | None:
+        classes = self.classes()
+        values = [v for v in losses if v is not None and math.isfinite(v)]
+        if classes is None or len(values) < CHANCE_STEPS:
+            return None
+        chance, fifth = math.log(classes), max(10, len(values) // 5)
+        tail, start = values[-fifth:], sorted(values[:fifth])[fifth // 2]
+        if start < CHANCE_START * chance or any(abs(v - chance) > CHANCE_SPREAD * chance for v in tail):
+            return None
+        return (f"the loss sits at ln({classes}) = {chance:.4g}, the loss of equal probabilities for all {classes} classes, "
+                f"at each of the last {len(tail)} steps (from {start:.4g} at the start): the model's outputs no longer "
+                "depend on its inputs")
 
     def _loss_input(self) -> str | None:
         for call in self.loss_calls.values():
@@ -728,7 +780,7 @@ class Facts:
         self.optimizer_foreign = len(held - model_ids)
         self.frozen = [n for n, p in named.items() if not p.requires_grad]
         self.unregistered = unregistered_modules(model)
-        self.has_mode_layers = any(isinstance(m, (torch.nn.Dropout, torch.nn.modules.batchnorm._BatchNorm))
+        self.has_mode_layers = any(isinstance(m, MODE_LAYERS)
                                    for m in model.modules())
 
     def note_warning(self, category: type, message: str, filename: str, lineno: int) -> None:

@@ -810,6 +810,9 @@ def mode(ctx: ProbeContext) -> ProbeOutcome:
     site = facts.eval_sites.get(id(model))
     if site:
         evidence.append(f"model.eval() called at {site}")
+    parts = facts.parts_in_eval() if not evaluating else []
+    if parts:
+        return _parts_in_eval(ctx, parts, evidence)
     if len(evaluating) < len(checks) or not facts.has_mode_layers:
         return ProbeOutcome(PASS, "the model trains in training mode" if not evaluating else
                             "eval mode at some steps only, or no layer it changes", evidence)
@@ -825,6 +828,34 @@ def mode(ctx: ProbeContext) -> ProbeOutcome:
         f": the model.eval() at {site.split(' ', 1)[0]} leaves it in eval mode" if site else "")
     return ProbeOutcome(FAIL, f"the model trains in eval mode{where}: dropout is off and batch norm uses its "
                         "running statistics", evidence, fix, data={"cause": "eval_mode_training", "confirmed": confirmed})
+
+
+def _parts_in_eval(ctx: ProbeContext, parts: list[tuple[str, int]], evidence: list[str]) -> ProbeOutcome:
+    """The model trains, but parts of it holding dropout or batch norm stay in eval mode (a pretrained
+    encoder whose loader called .eval(), which a framework no longer undoes). Freezing batch norm's
+    statistics on purpose does the same, so only a replay decides: as written, then with the whole model
+    in training mode."""
+    facts = ctx.run.facts
+    names = [name for name, _ in parts]
+    sites = [(name, facts.eval_sites[key]) for name, key in parts if key in facts.eval_sites]
+    evidence.append(f"in eval mode while the model trains, at the last checks: {_names(names)}"
+                    + "".join(f"; {name}.eval() called at {site}" for name, site in sites[:2]))
+    if not ctx.run.can_replay():
+        return ProbeOutcome(INCONCLUSIVE, f"{_names(names, 3)} stay in eval mode while the model trains; no replay to "
+                            "tell whether that stops it learning", evidence)
+    as_written, in_train = _trial(ctx, Adjust()), _trial(ctx, Adjust(train_mode=True))
+    evidence += [f"replay as written ({_names(names, 2)} in eval mode): {_curve(as_written)}",
+                 f"... with the whole model in training mode: {_curve(in_train)}"]
+    if not _learns(in_train) or _learns(as_written):
+        return ProbeOutcome(PASS, f"{_names(names, 3)} stay in eval mode (frozen statistics): training mode does not "
+                            "change the learning", evidence)
+    where = f": the {sites[0][0]}.eval() at {sites[0][1].split(' ', 1)[0]} is never undone" if sites else ""
+    verb = "trains" if len(names) == 1 else "train"
+    return ProbeOutcome(FAIL, f"{_names(names, 3)} {verb} in eval mode while the rest of the model trains{where}: "
+                        "batch norm there uses its running statistics and dropout is off", evidence,
+                        f"call self.{names[0]}.train() after building it (or model.train() at the start of each "
+                        "training epoch)" + (f", or drop the .eval() at {sites[0][1].split(' ', 1)[0]}" if sites else ""),
+                        data={"cause": "eval_mode_training", "confirmed": True})
 
 
 # --- dead units -----------------------------------------------------------------------------

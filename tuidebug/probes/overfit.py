@@ -25,7 +25,7 @@ from typing import Any
 
 from tuidebug.batches import batch_size_of
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, ProbeContext, ProbeOutcome, probe
-from tuidebug.probes.trials import finite, run_learns, run_trend, steadily_falling
+from tuidebug.probes.trials import finite, run_found, run_learns, run_trend, steadily_falling
 
 RATIO = 0.05
 ABSOLUTE = 0.01
@@ -82,8 +82,8 @@ def weighed_against_the_run(ctx: ProbeContext, outcome: ProbeOutcome) -> ProbeOu
     """A batch that did not fit in the steps (and time) the test had, while the run's own loss clearly
     falls, is not a broken pipeline: the run itself shows the gradients reach the weights and the
     optimizer moves them (a warm-up, a small rate). Frozen or non-finite curves stand as they are."""
-    if outcome.data.get("outcome") not in ("cannot_fit", "still_improving"):
-        return outcome
+    if outcome.data.get("outcome") not in ("cannot_fit", "still_improving") or run_found(ctx, "loss_at_chance"):
+        return outcome  # a run that came down to chance level has not learned, whatever its fall
     if rises_while_the_run_falls(ctx, outcome.curve or []):
         first, last, steps = run_trend(ctx)
         return ProbeOutcome(INCONCLUSIVE, outcome.summary.split(";")[0] + f": the batch's loss rose under the run's own "

@@ -181,6 +181,11 @@ def run_trend(ctx: ProbeContext) -> tuple[float, float, int] | None:
     return statistics.median(losses[:quarter]), statistics.median(losses[-quarter:]), len(losses)
 
 
+def run_found(ctx: ProbeContext, code: str) -> bool:
+    """The run reported the finding ``code`` (a second run of the script is handed the first run's)."""
+    return code in ctx.params.get("run_findings", ()) or code in ctx.run.facts.reported
+
+
 def run_learns(ctx: ProbeContext, falls: float) -> bool:
     """The run's own loss ends below ``falls`` of where it started, over enough steps to tell."""
     trend = run_trend(ctx)
