@@ -865,3 +865,17 @@ def test_parts_in_eval_mode_and_a_loss_at_chance_level_are_told_from_healthy_one
     assert facts._at_chance([chance] * 60) is None  # starts there: the trend rule's case
     assert facts._at_chance([40.0] * 10 + [5.0] * 10 + [chance * 0.9] * 40) is None  # below chance: it learns
     assert facts._at_chance(came_down[:40]) is None  # too few steps
+
+
+def test_gradients_found_non_zero_at_a_first_backward_are_not_stale_when_the_step_resets_them_later() -> None:
+    """Fast adversarial training: the attack's backward (for the input's gradient) comes first and fills the
+    weights' gradients too; zero_grad() then runs before the training backward."""
+    from tuidebug.agent.facts import Facts
+
+    never, later = Facts(optimizers=1), Facts(optimizers=1)
+    for facts in (never, later):
+        facts.stale_grads = [(2, True), (3, True), (4, True)]
+    later.zero_grad_steps.extend([2, 3, 4])
+
+    assert "never reset" in never.never_reset()
+    assert later.never_reset() is None

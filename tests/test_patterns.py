@@ -180,3 +180,12 @@ def test_a_later_stage_with_its_own_optimizer_takes_over_the_step_count() -> Non
     assert reported[first_stage + 1] == number(float(printed[first_stage + handover - 1][2]))
     assert reported[max(reported)] == number(float(printed[-1][2]))
     assert "Adam now defines the step: it made 20 steps with none of SGD's" in agent.stderr
+
+
+def test_per_sample_gradients_with_torch_func_run_as_without_the_agent() -> None:
+    """Inside vmap the model is called with wrapper tensors that have no storage: the hooks stand aside."""
+    plain, agent = run_both(["pat_vmap.py"])
+
+    assert plain.returncode == agent.returncode == 0, agent.stderr
+    assert agent.stdout == plain.stdout
+    assert "[tuidebug] summary: 8 steps" in agent.stderr

@@ -253,8 +253,10 @@ class Agent:
 
     def active(self) -> bool:
         """Hooks do nothing outside the training process's main thread (forked workers, DataParallel), nor
-        while a probe runs on that thread itself (its forwards are not the script's)."""
-        return threading.get_ident() == self.thread_id and not self._forked and not self.probes.inline
+        while a probe runs on that thread itself (its forwards are not the script's), nor inside a
+        torch.func transform (vmap, grad: per-sample calls on wrapper tensors that have no storage)."""
+        return threading.get_ident() == self.thread_id and not self._forked and not self.probes.inline \
+            and not _in_func_transform()
 
     def _mark_forked(self) -> None:
         self._forked = True
@@ -527,8 +529,12 @@ class Agent:
             self.facts.eval_sites[id(module)] = str(Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
 
     def on_zero_grad(self) -> None:
-        """``optimizer.zero_grad()`` / ``model.zero_grad()``: where, when a backward ran since the last step
-        (the step check names a zero_grad that wipes the gradients between backward and step)."""
+        """``optimizer.zero_grad()`` / ``model.zero_grad()``: which steps reset (the stale-gradient check), and
+        where, when a backward ran since the last step (the step check names a zero_grad that wipes the
+        gradients between backward and step)."""
+        steps = self.facts.zero_grad_steps
+        if not steps or steps[-1] != self.step + 1:
+            steps.append(self.step + 1)
         if self._backward_since_step:
             site = user_site()
             self._zeroed = (self.facts.backward_total, str(site) if site else "?")
@@ -1124,6 +1130,11 @@ class Agent:
 
     def _param_name(self, param: torch.Tensor, index: int) -> str:
         return self._param_names.get(id(param), f"param{index}")
+
+
+def _in_func_transform() -> bool:
+    peek = getattr(torch._C._functorch, "peek_interpreter_stack", None)
+    return peek is not None and peek() is not None
 
 
 def _shuffles(loader: Any) -> bool:

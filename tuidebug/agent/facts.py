@@ -301,6 +301,7 @@ class Facts:
     relabel: Any = None  # ``shape.Relabel``: a view that made the batch the first dim without moving the data
     batch_as_sequence: Any = None  # ``shape.BatchAsSequence``: a batch_first=False layer given the batch first
     stale_grads: list[tuple[int, bool]] = field(default_factory=list)  # (step, grads non-zero at its first backward)
+    zero_grad_steps: collections.deque = field(default_factory=lambda: collections.deque(maxlen=64))  # a zero_grad ran
     resets: OptimizerResets | None = None  # with several optimizers, each one's gradients followed between its steps
     backward_without_graph: str | None = None  # where a loss that did not require grad went backward
     losses_without_backward: int = 0  # training losses with a graph while no backward and no step has run
@@ -443,6 +444,8 @@ class Facts:
         recent = self.stale_grads[-STALE_CHECKS:]
         if self.optimizers != 1 or len(recent) < STALE_CHECKS or not all(stale for _, stale in recent):
             return None
+        if any(step in self.zero_grad_steps for step, _ in recent):
+            return None  # reset later in the step: a first backward for something else (an attack's input gradient)
         return (f"the gradients were already non-zero when backward started, at the first backward of steps "
                 f"{', '.join(str(s) for s, _ in recent)}: they are never reset (no zero_grad)")
 
