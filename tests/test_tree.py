@@ -251,3 +251,14 @@ def test_a_shape_finding_outranks_memory_that_only_grows_but_not_graphs_kept_acr
     assert preselect(_session_with(growth, broadcast))[0] == "shape"
     assert preselect(_session_with(graphs, broadcast))[0] == "oom"
     assert preselect(_session_with(growth))[0] == "oom"
+
+
+def test_several_proven_nan_fixes_are_ranked_by_their_final_loss_unless_the_objective_goes_below_zero():
+    def chosen(lr_loss: float, math_loss: float) -> str:
+        walk = Walk(load_tree(), branch="nan")
+        walk.record("nan.unsafe_math", result("nan.unsafe_math", "fail", fixed_loss=math_loss))
+        walk.record("nan.lr", result("nan.lr", "fail", fixed_loss=lr_loss))
+        return walk.decided_by(walk.tree["nan.decide"])
+
+    assert chosen(lr_loss=0.2, math_loss=0.6) == "nan.lr"  # the one that learns best
+    assert chosen(lr_loss=-1.6, math_loss=-0.6) == "nan.unsafe_math"  # no floor: the most specific change

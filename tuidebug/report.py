@@ -84,7 +84,10 @@ def _other_fixes(walk: Walk, chosen: str) -> list[str]:
     mine = walk.results[chosen].data.get("fixed_loss")
     lines = ["other changes that also removed it: " + "; ".join(
         f"{node_id} (its trial ended at loss {r.data['fixed_loss']:.4g})" for node_id, r in others)]
-    if isinstance(mine, (int, float)):
+    if isinstance(mine, (int, float)) and min([mine] + [r.data["fixed_loss"] for _, r in others]) < 0:
+        lines.append(f"a trial ended below 0 (an objective with no floor): {chosen}, the most specific change, "
+                     "names the cause")
+    elif isinstance(mine, (int, float)):
         lines.append(f"ranked by the loss each trial ended at: {chosen}'s ended lowest, at {mine:.4g}")
     return lines
 

@@ -173,7 +173,9 @@ class Walk:
         ``rank``: a failed check that is ``definitive`` (bad data, the script's own safeguard found
         switched off) first; then, among the failed checks whose trial of their fix removed the failure
         and let the loss fall (``fixed_loss``), the one whose trial ended lowest (several changes each
-        remove the NaN: the one that learns best names the cause); then the first failed one."""
+        remove the NaN: the one that learns best names the cause); then the first failed one. A trial
+        that ended below 0 is an objective with no floor (a policy gradient's): lower is not better there,
+        and the first proven check in the node's order (the most specific change) names the cause."""
         failed = [check for check in node.order if self.status(check) == "fail"]
         if not failed or not node.rank:
             return failed[0] if failed else None
@@ -182,6 +184,8 @@ class Walk:
         proven = [c for c in failed if isinstance(data[c].get("fixed_loss"), (int, float))]
         if definitive:
             return definitive[0]
+        if proven and any(data[c]["fixed_loss"] < 0 for c in proven):
+            return proven[0]
         if proven:
             return min(proven, key=lambda c: (data[c]["fixed_loss"], failed.index(c)))
         return failed[0]

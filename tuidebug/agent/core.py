@@ -502,9 +502,9 @@ class Agent:
         self.failed_loss = FailedLoss(function, input, target, self.step)
 
     def on_scheduler_created(self, scheduler: Any) -> None:
-        site = user_site()
-        if site is not None:
-            self.facts.scheduler_sites.append((type(scheduler).__name__, str(site)))
+        sites = user_callers(2)
+        if sites:
+            self.facts.scheduler_sites.append((type(scheduler).__name__, made_at(sites)))
             del self.facts.scheduler_sites[:-8]
 
     def on_half(self, module: torch.nn.Module) -> None:
@@ -1130,6 +1130,14 @@ class Agent:
 
     def _param_name(self, param: torch.Tensor, index: int) -> str:
         return self._param_names.get(id(param), f"param{index}")
+
+
+def made_at(sites: list[Site]) -> str:
+    """Where an object was made: its line, and where a factory returned it from (``return LambdaLR(...)``
+    in a helper such as get_linear_schedule_with_warmup), the line that called the factory."""
+    if len(sites) > 1 and sites[0].text.startswith("return"):
+        return f"{sites[0]} (called from {sites[1]})"
+    return str(sites[0])
 
 
 def _in_func_transform() -> bool:
