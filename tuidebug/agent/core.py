@@ -516,10 +516,10 @@ class Agent:
 
     def on_optimizer_created(self, optimizer: torch.optim.Optimizer) -> None:
         self.created_optimizers.add(optimizer)
-        site = user_site()
-        if site is not None:
-            self.facts.source_files.add(site.path)
-        self.facts.optimizer_sites.append((type(optimizer).__name__, str(site) if site else "?"))
+        sites = user_callers(2)
+        if sites:
+            self.facts.source_files.add(sites[0].path)
+        self.facts.optimizer_sites.append((type(optimizer).__name__, made_at(sites) if sites else "?"))
         del self.facts.optimizer_sites[:-8]
 
     def on_eval_called(self, module: torch.nn.Module, caller: Any) -> None:
