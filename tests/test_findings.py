@@ -879,3 +879,11 @@ def test_gradients_found_non_zero_at_a_first_backward_are_not_stale_when_the_ste
 
     assert "never reset" in never.never_reset()
     assert later.never_reset() is None
+
+
+def test_a_schedule_that_gives_zero_at_every_step_is_named_with_the_line_that_sized_it(start_run) -> None:
+    result = check_at(start_run, "schedule_sized_minus_one.py", "learning.rate", 30)
+
+    assert result.status == "fail" and result.data["cause"] == "lr_schedule_decay"
+    assert "(called from schedule_sized_minus_one.py:20 `scheduler = linear_schedule(" in result.summary
+    assert result.fix.startswith("check the steps the schedule is sized with at schedule_sized_minus_one.py:20")

@@ -706,6 +706,14 @@ def _rate_not_factor(ctx: ProbeContext, evidence: list[str], last: float, schedu
     if restored:
         evidence.append(f"replay at the optimizer's own rate ({intended:.3g}, the factor taken out): {_curve(restored)}")
     confirmed = _learns(restored) and not _learns(as_written)
+    if all(value == 0 for value in rate_not_factor(scheduler) or [1.0]):
+        return ProbeOutcome(
+            FAIL, f"the learning rate applied is 0: the {kind} created at {site} gives a factor of 0 at every step "
+            "(its length or warm-up, computed from the run's settings, puts every step past its end)", evidence,
+            f"check the steps the schedule is sized with at {site.split('called from ')[-1].split(' ')[0]} (a total of "
+            "-1 or 0 steps ends it "
+            "before it starts): its lr_lambda must reach 1 after the warm-up",
+            data={"cause": "lr_schedule_decay", "confirmed": confirmed})
     return ProbeOutcome(
         FAIL, f"the learning rate applied is {last:.3g}: the {kind} at {site.split(' ')[0]} multiplies the "
         f"optimizer's rate by its lr_lambda ({factor:.3g} now), a rate where a factor is expected", evidence,
