@@ -148,10 +148,9 @@ def test_a_loss_non_finite_before_backward_is_computed_again_on_the_failing_valu
     assert walk.decided_by(walk.tree["nan.decide"]) == "nan.unsafe_math"
 
 
-def test_nan_inputs_made_by_numpy_in_preprocessing_name_the_line_numpy_warned_at():
-    """The NaN/Inf in a batch came from a numpy division by zero before training: numpy's own
-    RuntimeWarning names the line, and the fix points at it."""
-    target = Target(str(SCRIPTS / "numpy_ratio_inputs.py"), [])
+def inputs_check_at_the_break(script: str):
+    """The nan.inputs check's result on ``script``, run at its break on the first non-finite value."""
+    target = Target(str(SCRIPTS / script), [])
     session = Session(target.name, target.args)
     run = ChildRun(target, session, {"break_on_nan": True}, capture_output=True)
     run.start()
@@ -161,7 +160,13 @@ def test_nan_inputs_made_by_numpy_in_preprocessing_name_the_line_numpy_warned_at
         wait_for(lambda: "nan.inputs" in session.probe_results, 60, "the check's result")
     finally:
         run.close()
-    result = session.probe_results["nan.inputs"]
+    return session.probe_results["nan.inputs"]
+
+
+def test_nan_inputs_made_by_numpy_in_preprocessing_name_the_line_numpy_warned_at():
+    """The NaN/Inf in a batch came from a numpy division by zero before training: numpy's own
+    RuntimeWarning names the line, and the fix points at it."""
+    result = inputs_check_at_the_break("numpy_ratio_inputs.py")
 
     assert result.status == "fail"
     assert 'numpy warned "divide by zero encountered in divide" at numpy_ratio_inputs.py:10' in result.summary
@@ -171,19 +176,11 @@ def test_nan_inputs_made_by_numpy_in_preprocessing_name_the_line_numpy_warned_at
 def test_nan_inputs_kept_by_a_windowed_dataset_name_the_array_they_were_read_into():
     """The Dataset copies the whole series (more rows than windows): the series the script holds with the
     same gaps is found, with the lines that assign it, and the fix names it."""
-    target = Target(str(SCRIPTS / "series_windows_nan.py"), [])
-    session = Session(target.name, target.args)
-    run = ChildRun(target, session, {"break_on_nan": True}, capture_output=True)
-    run.start()
-    try:
-        wait_for(lambda: session.state == "paused", 60, "the break")
-        run.command("probe", name="nan.inputs", params={})
-        wait_for(lambda: "nan.inputs" in session.probe_results, 60, "the check's result")
-    finally:
-        run.close()
-    result = session.probe_results["nan.inputs"]
+    result = inputs_check_at_the_break("series_windows_nan.py")
 
     assert result.status == "fail"
     assert any(line.startswith("dataset.values: ") for line in result.evidence)
-    assert any(line.startswith("`readings` is assigned at series_windows_nan.py:11 `readings = np.genfromtxt(log)") for line in result.evidence)
-    assert result.fix.startswith("drop or fill the NaN/Inf rows of `readings` where it is made (series_windows_nan.py:11)")
+    assert any(line.startswith("`readings` is assigned at series_windows_nan.py:11 `readings = np.genfromtxt(log)")
+               for line in result.evidence)
+    assert result.fix.startswith("drop or fill the NaN/Inf rows of `readings` where it is made "
+                                 "(series_windows_nan.py:11)")
