@@ -272,8 +272,14 @@ class Relabel:
     before: tuple[int, ...]
     after: tuple[int, ...]
     batch_dim: int | None = None
+    stacked: tuple[int, Site] | None = None  # (k, the line): k tensors of the batch's rows joined along dim 0
 
     def text(self) -> str:
+        if self.stacked is not None:
+            parts, joined = self.stacked
+            return (f"{self.op} at {self.site} reads {shape_text(self.before)}, {parts} blocks of the batch's rows joined "
+                    f"along dim 0 by torch.cat at {joined}, as {shape_text(self.after)}: each row of the result takes "
+                    f"{parts} consecutive rows of the first block, so values of different samples are mixed")
         what = (f"the batch (dim {self.batch_dim}) becomes the first dim" if self.batch_dim is not None else
                 "the same sizes in another order")
         return (f"{self.op} at {self.site} turns {shape_text(self.before)} into {shape_text(self.after)}: {what} "
@@ -333,12 +339,15 @@ class SilentShapes(OpWatch):
         self.relabel: Relabel | None = None
         self.batch_as_sequence: BatchAsSequence | None = None
         self._flattened: dict[int, tuple[torch.Tensor, str, Site]] = {}
+        self._stacked: dict[int, tuple[torch.Tensor, int, Site]] = {}
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
         if name in SEQUENCE_FIRST and args and isinstance(args[0], torch.Tensor):  # their result is a tuple
             self._sequence_first(name, args, site)
         if not isinstance(result, torch.Tensor):
             return
+        if name in ("cat", "concat", "concatenate") and args and isinstance(args[0], (list, tuple)):
+            self._joined(args[0], kwargs.get("dim", args[1] if len(args) > 1 else 0), result, site)
         if name in VIEWS and args and isinstance(args[0], torch.Tensor):
             self._reshaped(name, args[0], result, site)
         elif name in ELEMENTWISE and len(args) >= 2 and all(isinstance(a, torch.Tensor) for a in args[:2]):
@@ -358,6 +367,17 @@ class SilentShapes(OpWatch):
         if x.shape[0] == batch and x.shape[1] != batch:
             self.batch_as_sequence = BatchAsSequence(name, site, tuple(x.shape), batch)
 
+    def _joined(self, parts: Any, dim: Any, result: torch.Tensor, site: Site) -> None:
+        """k tensors that each hold the batch's rows, joined along dim 0: the result is laid out block by
+        block (k, batch), not sample by sample."""
+        batch = self.batch
+        if dim != 0 or not batch or batch < 2 or len(parts) < 2 or self.relabel is not None or \
+                not all(isinstance(p, torch.Tensor) and p.dim() >= 1 and p.shape[0] == batch for p in parts):
+            return
+        if len(self._stacked) >= KEPT_FLATTENED:
+            del self._stacked[next(iter(self._stacked))]
+        self._stacked[id(result)] = (result, len(parts), site)  # the tensor is kept: its id stays its own
+
     def _reshaped(self, name: str, source: torch.Tensor, result: torch.Tensor, site: Site) -> None:
         if result.dim() == 1 and result.requires_grad:
             if len(self._flattened) >= KEPT_FLATTENED:
@@ -366,6 +386,12 @@ class SilentShapes(OpWatch):
         if self.relabel is not None or source.dim() < 2 or not result.dim() or not source.is_contiguous():
             return
         before, after, batch = tuple(source.shape), tuple(result.shape), self.batch
+        stacked = self._stacked.get(id(source))
+        if stacked is not None and stacked[0] is source:
+            dims = [d for d in after if d != 1]
+            if dims and dims[0] == batch and math.prod(dims[1:]) == stacked[1] * math.prod(before[1:]):
+                self.relabel = Relabel(name, site, before, after, stacked=stacked[1:])
+                return
         if reordered(before, after):
             self.relabel = Relabel(name, site, before, after)
         elif batch and batch > 1 and before[0] != batch and after[0] == batch:
@@ -481,6 +507,14 @@ def _order(base: tuple[int, ...], sizes: list[int]) -> list[int]:
 
 def _relabelled(found: Relabel) -> ProbeOutcome:
     site, dim = found.site, found.batch_dim
+    if found.stacked is not None:
+        parts, joined = found.stacked
+        return ProbeOutcome(
+            FAIL, f"`{found.op}` at {site.short} reads {parts} blocks of the batch's rows, joined along dim 0 at "
+            f"{joined.short}, as {shape_text(found.after)}: each row mixes {parts} different samples", [found.text()],
+            f"join along the features instead: torch.cat([...], dim=1) at {joined.short} (each sample's {parts} parts "
+            "side by side), then the view",
+            data={"cause": "batch_folded"})
     if dim is not None:
         order = [dim, *(d for d in range(len(found.before)) if d != dim)]
         what = f"makes the batch the first dim of {shape_text(found.before)} without moving the data"
