@@ -887,3 +887,13 @@ def test_a_schedule_that_gives_zero_at_every_step_is_named_with_the_line_that_si
     assert result.status == "fail" and result.data["cause"] == "lr_schedule_decay"
     assert "(called from schedule_sized_minus_one.py:20 `scheduler = linear_schedule(" in result.summary
     assert result.fix.startswith("check the steps the schedule is sized with at schedule_sized_minus_one.py:20")
+
+
+def test_the_step_check_at_a_break_replays_the_reordered_zero_grad_on_a_copy(start_run) -> None:
+    """The check runs on the training thread, which it holds up: its replay trains a copy (borrowing
+    the loop it holds up would wait for ever)."""
+    result = check_at(start_run, "zero_grad_after_backward_loader.py", "learning.step", 12)
+
+    assert result.status == "fail" and result.data["cause"] == "missing_optimizer_step"
+    assert any(line.startswith("replay on a copy with zero_grad() before backward(): loss ") for line in result.evidence)
+    assert result.data["confirmed"]

@@ -99,10 +99,11 @@ class ProbeRuntime:
         self.snapshot = self.agent.take_snapshot()
         self.pending_restore = self.snapshot  # an iteration in flight runs on before the first hand-off
         run_id = next(_run_ids)
+        inline = name in ON_TRAINING_THREAD  # its trials cannot borrow the loop it holds up: a copy trains
         ctx = ProbeContext(
             probe=name, run_id=run_id, run=self.agent, break_state=self.snapshot, params=params,
-            trainer_factory=lambda: self._trainer(live_loop and not self._loop_gone,
-                                                  name in PREFERS_COPY and params.get("replay") != "loop"),
+            trainer_factory=lambda: self._trainer(live_loop and not self._loop_gone and not inline,
+                                                  inline or name in PREFERS_COPY and params.get("replay") != "loop"),
             report_progress=lambda fraction, text: self._progress(name, run_id, fraction, text),
             is_cancelled=self.cancel.is_set,
             deadline=time.monotonic() + float(params.get("seconds", math.inf)))
