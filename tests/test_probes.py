@@ -212,3 +212,17 @@ def test_a_single_batch_loss_that_rises_while_the_run_falls_is_read_as_the_objec
     assert not rises_while_the_run_falls(context(36.3, 29.8), [1.39] * 7)  # flat: a frozen model
     assert not rises_while_the_run_falls(context(36.3, 29.8), [1.4, 1.3, 1.2, 1.1, 1.0, 0.9, 0.8])
     assert not rises_while_the_run_falls(context(36.3, 29.8), rising[:3])  # too short to tell
+
+
+def test_a_trial_of_an_objective_below_zero_learns_only_when_it_goes_further_down() -> None:
+    from tuidebug.probe_api import Adjust
+    from tuidebug.probes.trials import Trial
+
+    def trial(losses: list[float]) -> Trial:
+        return Trial(Adjust(), losses)
+
+    assert trial([1.0, 0.9, 0.7, 0.5, 0.4, 0.3, 0.25, 0.2]).learns
+    assert trial([-1.0, -1.2, -1.5, -1.8, -2.0, -2.2, -2.4, -2.5]).learns
+    assert not trial([-1.1] * 4 + [-1.0] * 4).learns  # a ratio of two negatives would call this a fall
+    rising = trial([-3.0, -3.1, -2.9, -2.5, -2.0, -1.8, -1.5, -1.4])  # toward 0: the objective got worse
+    assert not rising.learns and not rising.holds and rising.final is None

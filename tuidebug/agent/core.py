@@ -915,6 +915,10 @@ class Agent:
                                     f"with none of {type(primary).__name__}'s (a new stage)")
             self._losses, self._norms, self._unchecked_losses = self._losses[-1:], [], self._unchecked_losses[-1:]
             self._backward_calls = min(self._backward_calls, 1)
+            # The stage that ended is no optimizer of the run any more (its rate is not the step's rate, and
+            # it is not a second optimizer); it is counted again if it steps again.
+            self.optimizers[:] = [optimizer, *(o for o in self.optimizers if o is not primary and o is not optimizer)]
+            self.facts.optimizers = len(self.optimizers)
         self._primary, self._primary_since = weakref.ref(optimizer), self.step + 1
         self._steps_in_a_row.clear()
 

@@ -84,7 +84,8 @@ class Trial:
         if self.blew_up or len(values) < 4:
             return False
         quarter = max(2, len(values) // 4)
-        return statistics.median(values[-quarter:]) <= ratio * statistics.median(values[:quarter])
+        first = statistics.median(values[:quarter])  # below 0 (an objective with no floor) the ratio is of |first|
+        return statistics.median(values[-quarter:]) <= first - (1.0 - ratio) * abs(first)
 
     @property
     def final(self) -> float | None:
