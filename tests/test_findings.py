@@ -897,3 +897,21 @@ def test_the_step_check_at_a_break_replays_the_reordered_zero_grad_on_a_copy(sta
     assert result.status == "fail" and result.data["cause"] == "missing_optimizer_step"
     assert any(line.startswith("replay on a copy with zero_grad() before backward(): loss ") for line in result.evidence)
     assert result.data["confirmed"]
+
+
+def test_blocks_of_the_batch_joined_along_dim_0_and_viewed_per_sample_are_a_fold_fixed_by_joining_features() -> None:
+    """fairseq's combine_bidir: the two directions' final states (batch, hidden) each, joined along dim 0 and
+    viewed as (1, batch, 2 x hidden): each row takes two samples of the first direction."""
+    forward_state, backward_state = torch.randn(8, 5), torch.randn(8, 5)
+    with SilentShapes(8) as folded:
+        torch.cat([forward_state, backward_state], dim=0).view(1, 8, 10)
+    with SilentShapes(8) as side_by_side:
+        torch.cat([forward_state, backward_state], dim=1).view(1, 8, 10)
+    with SilentShapes(8) as stacked:
+        torch.cat([forward_state, backward_state], dim=0).view(2, 8, 5)  # direction first: no sample mixed
+
+    found = folded.relabel
+    assert found is not None and found.stacked is not None and found.stacked[0] == 2
+    outcome = _relabelled(found)
+    assert outcome.data["cause"] == "batch_folded" and "torch.cat([...], dim=1)" in outcome.fix
+    assert side_by_side.relabel is None and stacked.relabel is None
