@@ -861,10 +861,10 @@ def test_parts_in_eval_mode_and_a_loss_at_chance_level_are_told_from_healthy_one
                                    input_module=None, loss_module=None, calls=1, classes=3)
     chance = math.log(3)
     came_down = [40.0] * 10 + [5.0] * 10 + [chance * 1.003] * 40
-    assert "sits at ln(3)" in facts._at_chance(came_down)
-    assert facts._at_chance([chance] * 60) is None  # starts there: the trend rule's case
-    assert facts._at_chance([40.0] * 10 + [5.0] * 10 + [chance * 0.9] * 40) is None  # below chance: it learns
-    assert facts._at_chance(came_down[:40]) is None  # too few steps
+    assert "sits at ln(3)" in facts._at_chance(lambda: came_down)
+    assert facts._at_chance(lambda: [chance] * 60) is None  # starts there: the trend rule's case
+    assert facts._at_chance(lambda: [40.0] * 10 + [5.0] * 10 + [chance * 0.9] * 40) is None  # below chance: it learns
+    assert facts._at_chance(lambda: came_down[:40]) is None  # too few steps
 
 
 def test_gradients_found_non_zero_at_a_first_backward_are_not_stale_when_the_step_resets_them_later() -> None:

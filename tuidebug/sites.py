@@ -73,12 +73,11 @@ def user_frame(frame: FrameType | None = None) -> FrameType | None:
 def user_callers(limit: int, frame: FrameType | None = None) -> list[Site]:
     """The innermost ``limit`` frames of the user's code at or above ``frame`` (the caller's by default),
     innermost first: a line and the lines of the user's code that called it."""
-    frame = frame if frame is not None else sys._getframe(1)
+    found = user_frame(frame if frame is not None else sys._getframe(1))
     sites = []
-    while frame is not None and len(sites) < limit:
-        if is_user_file(frame.f_code.co_filename):
-            sites.append(Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
-        frame = frame.f_back
+    while found is not None and len(sites) < limit:
+        sites.append(Site(found.f_code.co_filename, found.f_lineno, found.f_code.co_name))
+        found = user_frame(found.f_back) if found.f_back is not None else None
     return sites
 
 

@@ -21,8 +21,8 @@ FINDING_BRANCHES = {
     "stale_grads": "learning", "zero_grad_wipes": "learning", "not_in_optimizer": "learning", "head_untrained": "learning",
     "unregistered_modules": "learning",
     "frozen": "learning", "no_grad_params": "learning", "graph_cut": "learning", "eval_mode": "learning", "loss_input": "learning",
-    "backward_without_graph": "learning", "no_optimizer_step": "learning", "loss_without_backward": "learning", "loss_at_chance": "learning", "lr_schedule": "learning",
-    "lr_collapsed": "learning",
+    "backward_without_graph": "learning", "no_optimizer_step": "learning", "loss_without_backward": "learning",
+    "loss_at_chance": "learning", "lr_schedule": "learning", "lr_collapsed": "learning",
     "loss_broadcast": "shape", "one_hot_width": "shape", "relabelled_view": "shape",
     "target_range": "shape", "batch_as_sequence": "shape",
     "graphs_kept": "oom", "memory_growth": "oom", "container_growth": "oom",  # graphs or tensors kept across steps

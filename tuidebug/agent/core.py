@@ -826,7 +826,7 @@ class Agent:
 
     def _report_findings(self) -> None:
         self.facts.reads.flush()  # the values the checks queued, when the step read nothing else
-        for code, text, details in self.facts.new_findings(self.step, [step.loss for step in list(self.history)]):
+        for code, text, details in self.facts.new_findings(self.step, lambda: [step.loss for step in list(self.history)]):
             if code == "check_failed":
                 self.event("error", text)
                 continue
@@ -1051,8 +1051,8 @@ class Agent:
         if self.manual_updates and self._losses:
             self._finish_step(skipped=False)
         self.facts.observe_watched(self.watched_step.end())
+        self.facts.script_ended = True
         if self.step == 0:  # a loop that never stepped has had no step to report its findings at
-            self.facts.script_ended = True
             self._report_findings()
 
     def on_clip(self, total_norm: Any, max_norm: Any) -> None:

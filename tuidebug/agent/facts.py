@@ -15,6 +15,7 @@ import math
 import re
 import sys
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -366,9 +367,9 @@ class Facts:
 
     # --- findings: what is wrong beyond doubt, reported once as it is seen --------------------
 
-    def new_findings(self, step: int, losses: list[float | None] = ()) -> list[tuple[str, str, list[str]]]:
+    def new_findings(self, step: int, losses: Callable[[], list[float | None]] = list) -> list[tuple[str, str, list[str]]]:
         """(code, text, details) of findings not reported yet; see ``tuidebug.triage`` for what each opens.
-        ``losses``: the recent steps' losses, oldest first."""
+        ``losses`` gives the recent steps' losses, oldest first (read only by a check that needs them)."""
         self.steps = step
         found = []
         for code, check in (("loss_broadcast", self._broadcast), ("one_hot_width", self._one_hot),
@@ -560,13 +561,16 @@ class Facts:
         return recent[0][1]
 
     def classes(self) -> int | None:
+        """The number of classes a class loss (cross_entropy / nll_loss) was given scores for."""
         return next((c.classes for c in self.loss_calls.values()
                      if c.function in ("cross_entropy", "nll_loss") and c.classes and c.classes >= 2), None)
 
-    def _at_chance(self, losses: list[float | None]) -> str | None:
+    def _at_chance(self, losses: Callable[[], list[float | None]]) -> str | None:
         classes = self.classes()
-        values = [v for v in losses if v is not None and math.isfinite(v)]
-        if classes is None or len(values) < CHANCE_STEPS:
+        if classes is None:
+            return None
+        values = [v for v in losses() if v is not None and math.isfinite(v)]
+        if len(values) < CHANCE_STEPS:
             return None
         chance, fifth = math.log(classes), max(10, len(values) // 5)
         tail, start = values[-fifth:], sorted(values[:fifth])[fifth // 2]

@@ -710,9 +710,8 @@ def _rate_not_factor(ctx: ProbeContext, evidence: list[str], last: float, schedu
         return ProbeOutcome(
             FAIL, f"the learning rate applied is 0: the {kind} created at {site} gives a factor of 0 at every step "
             "(its length or warm-up, computed from the run's settings, puts every step past its end)", evidence,
-            f"check the steps the schedule is sized with at {site.split('called from ')[-1].split(' ')[0]} (a total of "
-            "-1 or 0 steps ends it "
-            "before it starts): its lr_lambda must reach 1 after the warm-up",
+            f"check the steps the schedule is sized with at {site.split('called from ')[-1].split(' ')[0]} (a total "
+            "of -1 or 0 steps ends it before it starts): its lr_lambda must reach 1 after the warm-up",
             data={"cause": "lr_schedule_decay", "confirmed": confirmed})
     return ProbeOutcome(
         FAIL, f"the learning rate applied is {last:.3g}: the {kind} at {site.split(' ')[0]} multiplies the "
