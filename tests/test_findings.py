@@ -18,6 +18,7 @@ from conftest import SCRIPTS, wait_for
 from tuidebug.agent.facts import Facts, LossCall
 from tuidebug.agent.watched_step import WATCHED_STEP, WatchedStep
 from tuidebug.probes import holders, source
+from tuidebug.probes.held_frozen import frozen_groups
 from tuidebug.probes.learning import rate_not_factor
 from tuidebug.probes.memory import _all_pairs, _kept_more_than, _square_length
 from tuidebug.probes.shape import SilentShapes, _pairwise, _relabelled
@@ -915,3 +916,26 @@ def test_blocks_of_the_batch_joined_along_dim_0_and_viewed_per_sample_are_a_fold
     outcome = _relabelled(found)
     assert outcome.data["cause"] == "batch_folded" and "torch.cat([...], dim=1)" in outcome.fix
     assert side_by_side.relabel is None and stacked.relabel is None
+
+
+def test_a_param_group_frozen_as_a_whole_is_proven_by_turning_it_back_on_and_its_guard_named(start_run) -> None:
+    result = check_at(start_run, "group_frozen_by_set_trainable.py", "learning.held_frozen", 100)
+
+    assert result.status == "fail" and result.data["cause"] == "frozen_parameters"
+    assert result.summary.startswith("a param group of the optimizer is frozen: `backbone`")
+    assert result.fix.startswith("drop the `if p.requires_grad:` test at group_frozen_by_set_trainable.py:11 in "
+                                 "set_trainable()")
+    assert "requires_grad is turned off at group_frozen_by_set_trainable.py:30 `model.set_trainable(False)`" \
+        in result.evidence
+
+
+def test_only_a_group_frozen_as_a_whole_beside_one_that_trains_counts_as_meant_to_train() -> None:
+    backbone, head = nn.Linear(4, 4), nn.Linear(4, 2)
+    backbone.requires_grad_(False)
+    mixed = torch.optim.Adam([*backbone.parameters(), *head.parameters()])  # accelerate's fixed backbone
+    grouped = torch.optim.Adam([{"params": backbone.parameters(), "lr": 1e-4}, {"params": head.parameters()}])
+    resting = torch.optim.Adam([{"params": backbone.parameters(), "lr": 0.0}, {"params": head.parameters()}])
+    only = torch.optim.Adam(backbone.parameters())
+
+    assert frozen_groups(mixed) == [] and frozen_groups(resting) == [] and frozen_groups(only) == []
+    assert frozen_groups(grouped) == [0]

@@ -142,6 +142,24 @@ def test_a_healthy_looking_run_whose_batch_fits_slowly_has_its_labels_checked(la
 
     assert walk.current == "healthy.labels"
     walk.record(walk.current, result(walk.node.probe, label_check))
+    walk.advance()
+    assert walk.current == "healthy.held_frozen"
+    walk.record(walk.current, result(walk.node.probe, "pass"))
+    while walk.verdict is None:
+        walk.advance()
+    assert walk.verdict.cause == verdict
+
+
+@pytest.mark.parametrize("frozen_check, verdict", [("pass", "healthy"), ("fail", "frozen_parameters")])
+def test_a_healthy_looking_run_that_fits_only_at_ten_times_its_rate_has_its_frozen_groups_checked(frozen_check,
+                                                                                                  verdict):
+    walk = Walk(load_tree(), branch="healthy")
+    walk.record("overfit", result("overfit", "pass", outcome="slow"))
+    walk.advance()
+    walk.advance()
+
+    assert walk.current == "healthy.held_frozen"
+    walk.record(walk.current, result(walk.node.probe, frozen_check))
     while walk.verdict is None:
         walk.advance()
     assert walk.verdict.cause == verdict

@@ -319,8 +319,9 @@ def option_defaults(path: str, option: str) -> list[tuple[Site, str]]:
 
 def freezes(path: str) -> list[Site]:
     """The lines of ``path`` that turn gradients off: ``p.requires_grad = False``,
-    ``m.requires_grad_(False)``, ``nn.Embedding.from_pretrained(w)`` (frozen unless ``freeze=False``) or a
-    call named ``freeze`` (Lightning's ``BaseFinetuning.freeze(modules)`` and ``LightningModule.freeze()``)."""
+    ``m.requires_grad_(False)``, ``nn.Embedding.from_pretrained(w)`` (frozen unless ``freeze=False``), a
+    call named ``freeze`` (Lightning's ``BaseFinetuning.freeze(modules)`` and ``LightningModule.freeze()``),
+    or a call with ``False`` of the file's own function that sets requires_grad (``set_trainable(False)``)."""
     tree = _tree(path)
     if tree is None:
         return []
@@ -341,7 +342,45 @@ def freezes(path: str) -> list[Site]:
             lines.append(Site(path, node.lineno, ""))  # nn.Embedding.from_pretrained freezes by default
         elif isinstance(node, ast.Call) and _name_of(node.func) == "freeze":
             lines.append(Site(path, node.lineno, ""))
+    lines += flag_setter_calls(path, flag_setters(path), False)
     return sorted(set(lines), key=lambda site: site.line)
+
+
+def flag_setters(path: str) -> dict[str, tuple[Site, Site | None]]:
+    """The functions of ``path`` that set ``requires_grad`` from one of their parameters
+    (``def set_trainable(self, trainable): ... p.requires_grad = trainable``), by name: the line that
+    sets it, and the ``if`` around it when that tests ``requires_grad`` (then only the parameters that
+    already require grad are ever set, and a frozen one is never turned back on)."""
+    tree = _tree(path)
+    if tree is None:
+        return {}
+    found = {}
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        arguments = {a.arg for a in function.args.args + function.args.kwonlyargs}
+        guards: dict[int, ast.If] = {}
+        for node in ast.walk(function):
+            if isinstance(node, ast.If) and "requires_grad" in ast.unparse(node.test):
+                guards.update({id(child): node for child in node.body})
+        for node in _own_nodes(function):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in arguments and \
+                    any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets):
+                guard = guards.get(id(node))
+                found[function.name] = (Site(path, node.lineno, function.name),
+                                        Site(path, guard.lineno, function.name) if guard else None)
+    return found
+
+
+def flag_setter_calls(path: str, setters: dict[str, Any], value: bool) -> list[Site]:
+    """The calls in ``path`` of the functions ``setters`` (by name) with the literal ``value`` as an argument."""
+    tree = _tree(path)
+    if tree is None or not setters:
+        return []
+    return sorted({Site(path, node.lineno, "") for node in ast.walk(tree)
+                   if isinstance(node, ast.Call) and _name_of(node.func) in setters and any(
+                       isinstance(a, ast.Constant) and a.value is value
+                       for a in [*node.args, *(k.value for k in node.keywords)])}, key=lambda site: site.line)
 
 
 def _embedding(node: ast.expr) -> bool:
