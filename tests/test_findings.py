@@ -939,3 +939,19 @@ def test_only_a_group_frozen_as_a_whole_beside_one_that_trains_counts_as_meant_t
 
     assert frozen_groups(mixed) == [] and frozen_groups(resting) == [] and frozen_groups(only) == []
     assert frozen_groups(grouped) == [0]
+
+
+def test_the_rate_an_optimizer_is_given_is_traced_to_its_assignment_or_its_option_default(tmp_path) -> None:
+    script = tmp_path / "scaled.py"
+    script.write_text("import argparse, torch\n"
+                      "parser = argparse.ArgumentParser()\n"
+                      "parser.add_argument('--lr', type=float, default=0.5)\n"
+                      "def main(model, args, batch_size):\n"
+                      "    base_lr = 0.02 * batch_size / 16\n"
+                      "    optimizer = torch.optim.SGD(model.parameters(), lr=base_lr)\n"
+                      "    other = torch.optim.SGD(model.parameters(), args.lr)\n"
+                      "    fixed = torch.optim.SGD(model.parameters(), lr=0.1)\n")
+
+    assert [site.line for site in source.rate_origin(str(script), 6)] == [5]
+    assert [site.line for site in source.rate_origin(str(script), 7)] == [3]
+    assert source.rate_origin(str(script), 8) == []

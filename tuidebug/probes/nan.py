@@ -30,7 +30,7 @@ from tuidebug.batches import tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, probe)
 from tuidebug.probes.inputs import data_tensors
-from tuidebug.probes.source import calls_named, in_files, keyword_values, switched_off_clips
+from tuidebug.probes.source import calls_named, in_files, keyword_values, rate_origin, switched_off_clips
 from tuidebug.probes.trials import Start, Trial, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
@@ -64,8 +64,22 @@ def history(ctx: ProbeContext) -> tuple[list[float], list[float]]:
 
 
 def rate_sites(ctx: ProbeContext) -> list[str]:
-    """Where the optimizer (and so its rate) was made: the line to change."""
-    return [f"the {kind} optimizer is created at {site}" for kind, site in ctx.run.facts.optimizer_sites[-2:]]
+    """Where the optimizer (and so its rate) was made, and where the rate it is given is set: the lines to
+    change."""
+    lines = []
+    for kind, made in ctx.run.facts.optimizer_sites[-2:]:
+        lines.append(f"the {kind} optimizer is created at {made}")
+        site = _site_of(ctx, made)
+        lines += [f"its rate is set at {origin}" for origin in (rate_origin(site.path, site.line) if site else [])]
+    return lines
+
+
+def _site_of(ctx: ProbeContext, made: str) -> Site | None:
+    """The site ``file.py:LINE `text``` written in the facts, in one of the run's source files."""
+    name, _, rest = made.partition(":")
+    line = rest.split(" ", 1)[0]
+    path = next((path for path in sorted(ctx.run.facts.source_files) if os.path.basename(path) == name), None)
+    return Site(path, int(line), "") if path and line.isdigit() else None
 
 
 def learning_rates(ctx: ProbeContext) -> list[float]:

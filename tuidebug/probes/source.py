@@ -305,6 +305,22 @@ def rate_name(path: str, line: int) -> str | None:
                  if name and RATE_NAME.match(name)), None)
 
 
+def rate_origin(path: str, line: int) -> list[Site]:
+    """Where the rate passed to the call on ``line`` (``SGD(params, lr=base_lr)``, or its second argument)
+    is set: the last assignment of that name before it in the same function (``base_lr = cfg["lr"] *
+    batch_size / 16``), or the command-line option's default for ``args.lr``. Empty for a literal rate."""
+    call = _call_at(path, line)
+    if call is None:
+        return []
+    value = next((k.value for k in call.keywords if k.arg == "lr"), call.args[1] if len(call.args) > 1 else None)
+    if isinstance(value, ast.Name):
+        found = assignment_before(path, value.id, line)
+        return [found[0]] if found else []
+    if isinstance(value, ast.Attribute):
+        return [site for site, _ in option_defaults(path, value.attr)]
+    return []
+
+
 def option_defaults(path: str, option: str) -> list[tuple[Site, str]]:
     """The ``parser.add_argument("--option", default=...)`` calls of ``path``, with the default's source text."""
     tree = _tree(path)
