@@ -298,3 +298,30 @@ def test_the_norms_of_many_small_gradients_are_torchs_one_by_one():
     others = [torch.nn.Parameter(torch.zeros(2)) for _ in params]
     gradients._plans[tuple(map(id, params))] = gradients._CpuNormPlan(others)
     assert same(gradients.stacked_norms(params))
+
+
+def test_a_clip_through_the_total_norm_api_is_seen_once() -> None:
+    """accelerate clips with get_total_norm and clip_grads_with_norm_, never through clip_grad_norm_."""
+    from tuidebug.agent.hooks import _install_clip_hook
+
+    class Seen:
+        def __init__(self) -> None:
+            self.clips: list[float] = []
+
+        def active(self) -> bool:
+            return True
+
+        def on_clip(self, total: torch.Tensor, max_norm: float) -> None:
+            self.clips.append(float(total))
+
+    seen = Seen()
+    undo = _install_clip_hook(seen)
+    try:
+        weight = torch.nn.Parameter(torch.ones(3))
+        weight.grad = torch.full((3,), 4.0)
+        total = torch.nn.utils.get_total_norm([weight.grad])
+        torch.nn.utils.clip_grads_with_norm_([weight], 1.0, total)
+        torch.nn.utils.clip_grad_norm_([weight], 1.0)
+    finally:
+        undo()
+    assert seen.clips == pytest.approx([math.sqrt(48.0), 1.0], rel=1e-4)

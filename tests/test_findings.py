@@ -955,3 +955,12 @@ def test_the_rate_an_optimizer_is_given_is_traced_to_its_assignment_or_its_optio
     assert [site.line for site in source.rate_origin(str(script), 6)] == [5]
     assert [site.line for site in source.rate_origin(str(script), 7)] == [3]
     assert source.rate_origin(str(script), 8) == []
+
+
+def test_vanishing_gradients_through_stacked_sigmoids_are_proven_by_relu_from_the_same_fresh_start(start_run) -> None:
+    result = check_at(start_run, "deep_sigmoid_regression.py", "learning.activations", 30)
+
+    assert result.status == "fail" and result.data["cause"] == "dead_units" and result.data["confirmed"]
+    assert result.summary.startswith("vanishing gradients: 5 stacked Sigmoid layers shrink the gradient")
+    assert result.fix == ("use nn.ReLU instead of nn.Sigmoid between the hidden layers at deep_sigmoid_regression.py:11 "
+                          "(or add normalisation between them)")

@@ -1061,6 +1061,9 @@ class Agent:
             return
         self._clipped.append(total_norm.detach())
         self._clip_at = float(max_norm)
+        if self.step and not self._backward_since_step and self.facts.clip_after_step is None:
+            site = user_site()  # no backward since the optimizer step: it already applied these gradients
+            self.facts.clip_after_step = str(site) if site else "?"
 
     # --- steps ----------------------------------------------------------------------------
 

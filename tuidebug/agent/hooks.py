@@ -388,8 +388,20 @@ def _install_clip_hook(agent: Agent) -> Callable[[], None]:
             return total
         return clip_grad_norm_
 
+    def wrap_with_norm(original: Callable) -> Callable:
+        def clip_grads_with_norm_(parameters: Any, max_norm: Any, total_norm: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(parameters, max_norm, total_norm, *args, **kwargs)
+            if agent.active():
+                agent.on_clip(total_norm, max_norm)
+            return result
+        return clip_grads_with_norm_
+
+    # accelerate (1.x) clips with get_total_norm and the public clip_grads_with_norm_ (torch >= 2.6),
+    # never through clip_grad_norm_; torch's own clip_grad_norm_ calls the private one, so no clip counts twice.
+    with_norm = [_replace(torch.nn.utils, "clip_grads_with_norm_", wrap_with_norm)] \
+        if hasattr(torch.nn.utils, "clip_grads_with_norm_") else []
     return _undo_all(_replace(torch.nn.utils, "clip_grad_norm_", wrap),
-                     _replace(torch.nn.utils.clip_grad, "clip_grad_norm_", wrap))
+                     _replace(torch.nn.utils.clip_grad, "clip_grad_norm_", wrap), *with_norm)
 
 
 def _replace(owner: Any, name: str, wrap: Callable[[Callable], Callable]) -> Callable[[], None]:

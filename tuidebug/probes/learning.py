@@ -13,7 +13,9 @@ low). The thresholds, and why:
   1e-3 of the weights); below SMALL_UPDATE the raised-rate trials decide;
 - a trial "learns" when its loss ends below LEARNS of where it started, a clear fall over the few
   steps a trial runs; "no better" is within SAME of the other curve;
-- a layer is dead when DEAD_SHARE of its units are zero for every example of the batch;
+- a layer is dead when DEAD_SHARE of its units are zero for every example of the batch; a stack of at
+  least MIN_SQUASHING sigmoid/tanh layers has vanishing gradients when the first weight's gradient is
+  VANISHING times smaller than the last's;
 - a run "learns slowly" when its loss falls stretch after stretch (``trials.steadily_falling``).
 """
 
@@ -54,6 +56,14 @@ SAME = 0.05
 DEAD_SHARE = 0.9
 TRIAL_STEPS = 20
 RATE_FACTORS = (10.0, 100.0, 1000.0)
+SQUASHING = (torch.nn.Sigmoid, torch.nn.Tanh)
+# Vanishing gradients need depth: a sigmoid or two (an LSTM-free gate, an output squashing) is common in
+# healthy models and cannot shrink the gradient by decades on its own.
+MIN_SQUASHING = 3
+# Two decades between the last weight's gradient norm and the first's: healthy stacks stay within one
+# (the helpers' deep-sigmoid case measured 1e4; a ReLU MLP of the corpus, about 1-10).
+VANISHING = 100.0
+VANISHING_STEPS = 40  # from a fresh initialisation: twice a trial's steps, as it starts from scratch
 # A LambdaLR's factor: a warm-up starts near 0 and reaches 1 within its first thousands of steps; a
 # lambda that returns a rate (0.001 * gamma ** epoch) stays below FACTOR_NEVER_NEAR_ONE over the whole
 # horizon. Its replay runs longer than the other trials: the rate it restores is a usual one, and a
@@ -94,6 +104,13 @@ def _trial(ctx: ProbeContext, adjust: Adjust, steps: int = TRIAL_STEPS, batches:
 def _learns(losses: list[float]) -> bool:
     values = finite(losses)
     return len(values) >= 4 and _tail(values) < LEARNS * _head(values)
+
+
+def _beats(trial: list[float], other: list[float]) -> bool:
+    """``trial`` ends clearly below ``other`` (below LEARNS of its end): a change that did more than the
+    steps as written would have done anyway."""
+    values, others = finite(trial), finite(other)
+    return not others or (bool(values) and _tail(values) < LEARNS * _tail(others))
 
 
 def _head(values: list[float]) -> float:
@@ -574,7 +591,7 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
             break
         raised = _trial(ctx, Adjust(lr_scale=factor))
         evidence.append(f"... at lr x{factor:g} ({last * factor:.3g}): {_curve(raised)}")
-        if _learns(raised):
+        if _learns(raised) and _beats(raised, as_written):
             return ProbeOutcome(FAIL, f"the learning rate {last:.3g} is too low: the loss falls at {last * factor:.3g}",
                                 evidence, f"raise the learning rate to about {last * factor:.3g}",
                                 data={"cause": "learning_rate_too_low", "confirmed": True})
@@ -953,7 +970,7 @@ def activations(ctx: ProbeContext) -> ProbeOutcome:
         layers.detach()
     shares = layers.shares or {f"relu at {site}": share for site, share in watch.layers.items()}
     if not shares:
-        return ProbeOutcome(PASS, "no ReLU layer to check")
+        return _vanishing(ctx)
     evidence = [f"{name}: {share:.0%} of its units are zero for every example" for name, share in shares.items()]
     dead = [(name, share) for name, share in shares.items() if share >= DEAD_SHARE]
     if not dead:
@@ -971,6 +988,68 @@ def activations(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(FAIL, summary, evidence, "re-initialise the layer before it, lower the learning rate, "
                             "or use nn.LeakyReLU", data={"cause": "dead_units", "layer": name})
     return _revived(ctx, summary, evidence, name, feeder, hand_set)
+
+
+def _vanishing(ctx: ProbeContext) -> ProbeOutcome:
+    """A deep stack of sigmoid / tanh layers: each multiplies the gradient by its slope (at most 0.25 for a
+    sigmoid) and by small weights, and the first layers get almost none. Measured as the gradient norm
+    of the first weight matrix against the last's on one replayed step; proven by the same steps with
+    the squashing layers passing ReLU of their input instead."""
+    model = ctx.run.trained_module() or ctx.run.model
+    squashing = [(name, type(module).__name__) for name, module in model.named_modules()
+                 if isinstance(module, SQUASHING)]
+    if len(squashing) < MIN_SQUASHING:
+        return ProbeOutcome(PASS, "no ReLU layer to check" + (f", and only {len(squashing)} sigmoid/tanh layer(s)"
+                                                              if squashing else ""))
+    trainer = ctx.trainer
+    trainer.reset(ctx.break_state)
+    trainer.step(trainer.prepare(), Adjust(lr_scale=0.0))
+    norms = [(name, float(p.grad.norm())) for name, p in trainer.named_parameters()
+             if p.dim() >= 2 and p.grad is not None]
+    if len(norms) < 2 or norms[0][1] <= 0:
+        return ProbeOutcome(PASS, f"{len(squashing)} sigmoid/tanh layers; the gradient of the first weight "
+                            "could not be measured")
+    (first, low), (last, high) = norms[0], norms[-1]
+    evidence = [f"{len(squashing)} {squashing[0][1]} layers ({', '.join(name for name, _ in squashing[:4])})",
+                f"gradient norm {high:.2g} at {last}, {low:.2g} at {first}: {high / low:.2g}x smaller at the first "
+                "layer"]
+    if high < VANISHING * low:
+        return ProbeOutcome(PASS, f"the gradient reaches the first layer ({high / low:.2g}x smaller than at the "
+                            "last): not vanishing", evidence)
+    # Weights trained behind sigmoids make no sense behind ReLUs: both trials start from a fresh
+    # initialisation, the same one, so that only the activation differs.
+    handles: list[Any] = []
+
+    def fresh(model: torch.nn.Module, swap: bool) -> None:
+        with torch.random.fork_rng(devices=[]):  # the run's own random stream is left where it was
+            torch.manual_seed(0)
+            for module in model.modules():
+                if hasattr(module, "reset_parameters") and next(module.parameters(recurse=False), None) is not None:
+                    module.reset_parameters()
+        for module in model.modules():
+            if swap and isinstance(module, SQUASHING):
+                handles.append(module.register_forward_hook(lambda m, args, out: torch.relu(args[0])))
+
+    try:
+        as_written = _trial(ctx, Adjust(before_forward=Once(lambda model: fresh(model, False))), VANISHING_STEPS)
+        swapped = _trial(ctx, Adjust(before_forward=Once(lambda model: fresh(model, True))), VANISHING_STEPS)
+    finally:
+        for handle in handles:
+            handle.remove()
+    evidence += [f"from a fresh initialisation, as written: {_curve(as_written)}",
+                 f"... with ReLU in place of each {squashing[0][1]}: {_curve(swapped)}"]
+    if not _learns(swapped) or not finite(as_written) or not _beats(swapped, as_written):
+        return ProbeOutcome(PASS, f"the gradient is {high / low:.2g}x smaller at the first layer, but ReLU in place of "
+                            f"the {squashing[0][1]} layers does not make the loss fall either: not the cause", evidence)
+    kind = squashing[0][1]
+    made = [site for path in sorted(ctx.run.facts.source_files) for site in calls_named(path, {kind})]
+    evidence += [f"nn.{kind} is created at {site}" for site in made[:2]]
+    return ProbeOutcome(
+        FAIL, f"vanishing gradients: {len(squashing)} stacked {kind} layers shrink the gradient {high / low:.2g}x "
+        f"by the first layer ({first}); from a fresh initialisation, with ReLU in their place the loss falls to "
+        f"{finite(swapped)[-1]:.4g} in {len(swapped)} steps, {finite(as_written)[-1]:.4g} as written", evidence,
+        f"use nn.ReLU instead of nn.{kind} between the hidden layers" + (f" at {made[0].short}" if made else "") +
+        " (or add normalisation between them)", data={"cause": "dead_units", "layer": first, "confirmed": True})
 
 
 class Once:

@@ -343,6 +343,8 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
             evidence.append(unlike)
         elif switched_off is not None and clipped.holds:
             return _switched_off_clip(evidence, data, clip, switched_off)
+        elif ctx.run.facts.clip_after_step is not None and base.blew_up and clipped.holds:
+            return _clip_after_step(evidence, data, clip, ctx.run.facts.clip_after_step, replayed=True)
         elif exploding and base.blew_up and not clipped.holds:
             exploding = False
             evidence.append("clipping does not keep the replay finite and learning: the gradients are not what "
@@ -391,8 +393,28 @@ def _switched_off_clip(evidence: list[str], data: dict, clip: float,
                         f"{clip:g} keeps the replay finite and learning", evidence, fix, data=data)
 
 
+def _clip_after_step(evidence: list[str], data: dict, clip: float, where: str, replayed: bool) -> ProbeOutcome:
+    """The script clips, but after optimizer.step(): the step has already applied the unclipped gradients,
+    and the clip only trims gradients about to be zeroed. The fix is the script's own clip, moved; it
+    outranks a lower rate (``definitive``), as a clip switched off does. Proven by a replay clipped before
+    the step where one is faithful; otherwise by the run's own history, a gradient spike under a loss that
+    was stable, which the clip the script asked for would have bounded."""
+    evidence.append(f"the script's gradient clipping at {where} runs after optimizer.step(): no backward ran "
+                    "between the step and the clip, so every step applied the unclipped gradients")
+    data["definitive"] = True
+    line = where.split(" ", 1)[0]
+    shown = (f"clipping at {clip:g} before the step keeps the replay finite and learning" if replayed else
+             "the gradient norm spiked while the loss was stable, and the clip never bounded it")
+    return ProbeOutcome(
+        FAIL, f"exploding gradients: the script clips after optimizer.step() ({line}), so its steps apply the "
+        f"unclipped gradients; {shown}", evidence,
+        f"move the clip at {line} before optimizer.step(): backward, clip, then step", data=data)
+
+
 def _exploding(ctx: ProbeContext, evidence: list[str], data: dict, clip: float, layer: str | None,
                healthy: float | None) -> ProbeOutcome:
+    if ctx.run.facts.clip_after_step is not None and healthy is not None:
+        return _clip_after_step(evidence, data, clip, ctx.run.facts.clip_after_step, replayed=False)
     after = ctx.run.facts.backward_site
     fix = ("clip the gradient norm between backward() and step()" + (f" (after {after})" if after else "")
            + f": torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={clip:g})")
