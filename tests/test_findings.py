@@ -964,3 +964,18 @@ def test_vanishing_gradients_through_stacked_sigmoids_are_proven_by_relu_from_th
     assert result.summary.startswith("vanishing gradients: 5 stacked Sigmoid layers shrink the gradient")
     assert result.fix == ("use nn.ReLU instead of nn.Sigmoid between the hidden layers at deep_sigmoid_regression.py:11 "
                           "(or add normalisation between them)")
+
+
+def test_the_loop_around_a_line_and_the_condition_that_gates_it_are_found(tmp_path) -> None:
+    script = tmp_path / "records.py"
+    script.write_text("def train(self, epochs):\n"
+                      "    for epoch in range(epochs):\n"
+                      "        self.fit()\n"
+                      "        if epoch % self.every == 0:\n"
+                      "            self.states[epoch] = self.snapshot()\n"
+                      "    self.states['final'] = self.snapshot()\n")
+
+    loop, condition = source.loop_around(str(script), 5)
+    assert (loop.line, condition.line) == (2, 4)
+    assert source.loop_around(str(script), 3)[1] is None
+    assert source.loop_around(str(script), 6) is None

@@ -26,7 +26,8 @@ from typing import Any
 import torch
 
 from tuidebug.format import bytes_text
-from tuidebug.probes.source import accumulations, assignments, calls_of, enclosing_function, item_assignments
+from tuidebug.probes.source import (accumulations, assignments, calls_of, enclosing_function, item_assignments,
+                                    loop_around)
 from tuidebug.sites import Site, is_user_file
 
 GRAPH_AGE = 2
@@ -357,5 +358,9 @@ def _fed_at(name: str, path: str | None) -> str | None:
         item_assignments(path, attr) or accumulations(path, attr) or assignments(path, attr, attribute="." in name)
     if not sites:
         return None
-    function = enclosing_function(path, sites[-1].line)
-    return str(Site(path, sites[-1].line, "")) + (f" in {function}()" if function else "")
+    # What grows is fed over and over: a line inside a loop before a one-off store after it (a final copy).
+    repeated = [(site, around) for site in sites if (around := loop_around(path, site.line)) is not None]
+    site, around = repeated[-1] if repeated else (sites[-1], None)
+    function = enclosing_function(path, site.line)
+    condition = f", when `{around[1].text}` ({around[1].short}) holds" if around and around[1] else ""
+    return str(Site(path, site.line, "")) + (f" in {function}()" if function else "") + condition

@@ -570,6 +570,26 @@ def indexed_attributes(cls: type, method: str = "__getitem__") -> list[tuple[str
 GRAD_OFF = {"no_grad", "inference_mode", "set_grad_enabled"}
 
 
+def loop_around(path: str, line: int) -> tuple[Site, Site | None] | None:
+    """The innermost ``for``/``while`` of ``path`` whose body holds ``line`` (in the same function), and
+    the innermost ``if`` between the two: what makes the line repeat, and how often. None out of any loop."""
+    tree = _tree(path)
+    if tree is None:
+        return None
+    loops, ifs = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and node.body[0].lineno <= line <= node.end_lineno:
+            loops.append(node)
+        elif isinstance(node, ast.If) and node.body[0].lineno <= line <= node.body[-1].end_lineno:
+            ifs.append(node)
+    loops = [node for node in loops if enclosing_function(path, node.lineno) == enclosing_function(path, line)]
+    if not loops:
+        return None
+    loop = max(loops, key=lambda node: node.lineno)
+    inner = [node for node in ifs if node.lineno > loop.lineno]
+    return Site(path, loop.lineno, ""), (Site(path, max(inner, key=lambda n: n.lineno).lineno, "") if inner else None)
+
+
 def grad_off_block(path: str, line: int) -> Site | None:
     """The innermost ``with torch.no_grad():`` (``inference_mode``, ``set_grad_enabled``) block of
     ``path`` whose body holds ``line``, or the ``@torch.no_grad()`` of the function that does."""
