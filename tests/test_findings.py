@@ -20,7 +20,7 @@ from tuidebug.agent.watched_step import WATCHED_STEP, WatchedStep
 from tuidebug.probes import holders, source
 from tuidebug.probes.held_frozen import frozen_groups
 from tuidebug.probes.learning import rate_not_factor
-from tuidebug.probes.memory import _all_pairs, _kept_more_than, _square_length
+from tuidebug.probes.memory import _all_pairs, _batch_power, _kept_more_than, _square_length
 from tuidebug.probes.shape import SilentShapes, _pairwise, _relabelled
 from tuidebug.probes.source import grad_off_block, guarded_steps, indexed_attributes, module_site
 from tuidebug.probes.unsafe_math import ForwardWatch, SafeOp
@@ -979,3 +979,13 @@ def test_the_loop_around_a_line_and_the_condition_that_gates_it_are_found(tmp_pa
     assert (loop.line, condition.line) == (2, 4)
     assert source.loop_around(str(script), 3)[1] is None
     assert source.loop_around(str(script), 6) is None
+
+
+def test_an_allocation_over_every_triple_of_the_batch_is_told_from_a_large_batch() -> None:
+    crash = collections.namedtuple("Crash", "operands")
+    cubic = crash(["ap: (512, 512, 1) float32", "an: (512, 1, 512) float32", "margin: 5.0"])
+    rows = crash(["x: (512, 768) float32", "y: (512, 768) float32"])
+
+    assert _batch_power(512 ** 3 * 4, cubic, 512) == ((512, 512, 512), 512, 3)
+    assert _batch_power(512 ** 3 * 4, cubic, 32) is None  # the batch is another length
+    assert _batch_power(512 * 768 * 4, rows, 512) is None  # one axis of the batch: an ordinary activation

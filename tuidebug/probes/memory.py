@@ -38,6 +38,9 @@ OVERSIZED = 1.0
 # sits a decade above the first: past it, halving the batch cannot make the allocation fit.
 ONE_EXAMPLE_SHARE = 0.1
 SQUARE_LENGTH = 256  # a length below this squared is an ordinary activation (a 16x16 feature map)
+# Batches this large or larger are told apart from other axes of the same length in a broadcast shape; a
+# smaller batch's every pair is an ordinary tensor (and its length is too likely a feature width by chance).
+MIN_BATCH_AXES = 64
 MAX_HEADS = 64
 FRACTIONS = (0.125, 0.25, 0.5)
 # A census finding (tensors spread over many objects of one class) explains measured growth when those
@@ -92,6 +95,19 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
                             f"do not materialise every pair at {where}: combine per-row terms by broadcasting "
                             "(a[:, None] + b[None, :]), use only the pairs that exist (the edges), or process the rows "
                             "in chunks", data={**data, "cause": "oversized_intermediate"})
+    inputs = ctx.run.model_inputs()
+    power = _batch_power(asked, crash, batch_size_of(inputs) if inputs is not None else None)
+    if power is not None:
+        shape, n, k = power
+        evidence.append(f"the operands broadcast to {shape}: {k} axes of the batch's {n} rows, every "
+                        f"{'pair' if k == 2 else 'triple' if k == 3 else f'{k}-tuple'} of them ({bytes_text(asked)})")
+        return ProbeOutcome(FAIL, f"one intermediate at {where} broadcasts to {shape}, every "
+                            f"{'pair' if k == 2 else 'triple' if k == 3 else f'{k}-tuple'} of the batch's {n} rows "
+                            f"({bytes_text(asked)}): it grows with the batch to the power {k}", evidence,
+                            f"do not materialise every {'pair' if k == 2 else 'combination'} at {where}: select the "
+                            "valid ones first (indices of the pairs that count) or loop over anchors in chunks; "
+                            f"halving the batch divides it by {2 ** k}",
+                            data={**data, "cause": "oversized_intermediate"})
     return ProbeOutcome(PASS, f"an allocation of {bytes_text(asked) if asked else 'unknown size'} failed"
                         + (f" at {crash.site.split(' ', 1)[0]}" if crash.site else ""), evidence, data=data)
 
@@ -151,6 +167,24 @@ def _square_length(per_example: float, operands: list[str]) -> int | None:
             if _per_pair(per_example, itemsize, n) is not None:
                 return n
     return None
+
+
+def _batch_power(asked: int | None, crash: Any, n: int | None) -> tuple[tuple[int, ...], int, int] | None:
+    """(the broadcast shape, n, k) when the failing op's operands broadcast to a shape with k >= 2 axes of
+    the batch's n rows (n >= MIN_BATCH_AXES: a (n, n, 1) against a (n, 1, n), a batch-all triplet mask)
+    and the failed allocation is that shape: an intermediate over every pair or triple of the batch."""
+    if not asked or not n or n < MIN_BATCH_AXES:
+        return None
+    shapes = [tuple(int(d) for d in found.split(",") if d.strip()) for line in crash.operands
+              for found in re.findall(r"\(([\d, ]+)\)", line.split(":", 1)[-1])[:1]]
+    try:
+        shape = tuple(torch.broadcast_shapes(*shapes)) if len(shapes) >= 2 else None
+    except RuntimeError:
+        return None
+    k = sum(d == n for d in shape) if shape else 0
+    if k < 2 or not any(asked == math.prod(shape) * itemsize for itemsize in (4, 2, 8, 1)):
+        return None
+    return shape, n, k
 
 
 def _per_pair(nbytes: float, itemsize: int, n: int) -> int | None:
