@@ -989,3 +989,11 @@ def test_an_allocation_over_every_triple_of_the_batch_is_told_from_a_large_batch
     assert _batch_power(512 ** 3 * 4, cubic, 512) == ((512, 512, 512), 512, 3)
     assert _batch_power(512 ** 3 * 4, cubic, 32) is None  # the batch is another length
     assert _batch_power(512 * 768 * 4, rows, 512) is None  # one axis of the batch: an ordinary activation
+
+
+def test_an_eval_inside_a_function_the_loop_calls_is_named_with_the_loop_line_that_calls_it(start_run) -> None:
+    result = check_at(start_run, "attack_leaves_eval.py", "learning.mode", 30)
+
+    assert result.status == "fail" and result.data["cause"] == "eval_mode_training"
+    assert "`self.model.eval()` at attack_leaves_eval.py:14, called from attack_leaves_eval.py:31" in result.summary
+    assert result.fix.startswith("put the model back in training mode after attack_leaves_eval.py:31")

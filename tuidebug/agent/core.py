@@ -526,7 +526,12 @@ class Agent:
         """``module.eval()`` (or ``train(False)``) called from the user's own code: where, for the mode check."""
         frame = caller.f_back if caller is not None and caller.f_code.co_name == "eval" else caller
         if frame is not None and is_user_file(frame.f_code.co_filename):
-            self.facts.eval_sites[id(module)] = str(Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+            sites = user_callers(2, frame)
+            # Called from a method of the user's own (an attack's __call__, an evaluate()): the line that
+            # called it is the one in the loop.
+            caller_site = f" (called from {sites[1]})" if len(sites) > 1 and sites[1].function != sites[0].function \
+                else ""
+            self.facts.eval_sites[id(module)] = str(sites[0]) + caller_site
 
     def on_zero_grad(self) -> None:
         """``optimizer.zero_grad()`` / ``model.zero_grad()``: which steps reset (the stale-gradient check), and

@@ -341,6 +341,7 @@ class Facts:
     scheduler_sites: list[tuple[str, str]] = field(default_factory=list)  # (type, where it was created)
     half_site: str | None = None  # where model.half() (or .to(torch.float16)) was called
     eval_sites: dict[int, str] = field(default_factory=dict)  # id(module) -> where .eval() / .train(False) was called
+    eval_at_training: str | None = None  # the model's last .eval() before a training step that ran in eval mode
     target_path: str | None = None  # which tensor of the batch the loss takes as its target (``batch[1]``)
     input_paths: Any = None  # where the model's arguments come from in the batch (``core.input_paths``)
     trainable: int = 0
@@ -543,6 +544,8 @@ class Facts:
         outermost module of each such part that holds dropout or batch norm)."""
         self.mode_checks.append((step, model.training))
         del self.mode_checks[:-50]
+        if not model.training and id(model) in self.eval_sites:
+            self.eval_at_training = self.eval_sites[id(model)]
         parts = []
         if model.training:
             modules = dict(model.named_modules())

@@ -831,7 +831,7 @@ def mode(ctx: ProbeContext) -> ProbeOutcome:
     evidence = [f"model.training at steps {', '.join(f'{s}: {t}' for s, t in checks)}",
                 "the model has dropout or batch norm layers" if facts.has_mode_layers else
                 "the model has no dropout or batch norm layers: its mode changes nothing"]
-    site = facts.eval_sites.get(id(model))
+    site = facts.eval_at_training or facts.eval_sites.get(id(model))
     if site:
         evidence.append(f"model.eval() called at {site}")
     parts = facts.parts_in_eval() if not evaluating else []
@@ -847,11 +847,24 @@ def mode(ctx: ProbeContext) -> ProbeOutcome:
         evidence += [f"replay as written (eval mode): {_curve(as_written)}",
                      f"... in training mode: {_curve(in_train)}"]
         confirmed = _learns(in_train)
-    where = f" (model.eval() at {site} is never undone)" if site else ""
-    fix = "call model.train() at the start of each training epoch (after evaluating)" + (
-        f": the model.eval() at {site.split(' ', 1)[0]} leaves it in eval mode" if site else "")
+    inner, _, outer = (site or "").partition(" (called from ")
+    if outer:  # a function the loop calls switches the mode (an attack's __call__, a helper) and does not restore it
+        outer = outer.rstrip(")")
+        where = f" (`{_site_text(inner)}` at {inner.split(' ', 1)[0]}, called from {outer}, leaves it in eval mode)"
+        fix = (f"put the model back in training mode after {outer.split(' ', 1)[0]} (model.train() after that call), "
+               f"or make the function restore the mode it found: the eval() at {inner.split(' ', 1)[0]} runs inside "
+               "the training loop")
+    else:
+        where = f" (model.eval() at {site} is never undone)" if site else ""
+        fix = "call model.train() at the start of each training epoch (after evaluating)" + (
+            f": the model.eval() at {site.split(' ', 1)[0]} leaves it in eval mode" if site else "")
     return ProbeOutcome(FAIL, f"the model trains in eval mode{where}: dropout is off and batch norm uses its "
                         "running statistics", evidence, fix, data={"cause": "eval_mode_training", "confirmed": confirmed})
+
+
+def _site_text(site: str) -> str:
+    """The source text of a site written as ``file.py:LINE `text```."""
+    return site.split("`")[1] if site.count("`") >= 2 else site
 
 
 def _parts_in_eval(ctx: ProbeContext, parts: list[tuple[str, int]], evidence: list[str]) -> ProbeOutcome:
