@@ -14,6 +14,7 @@ import math
 import sys
 import time
 import warnings
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -90,8 +91,19 @@ def _columns(indices: list[int]) -> str:
     return f"column {shown}" if len(indices) == 1 else f"columns {shown}"
 
 
-def scan_dataset(ctx: ProbeContext, dataset: Any) -> tuple[list[str], int, str]:
-    """Map-style datasets: the samples holding NaN/Inf among the first SCAN_SAMPLES (bounded in time)."""
+@dataclass
+class Provenance:
+    """Where the data set's non-finite values come from: the evidence lines, and what they name (the
+    variables assigned the values, with their lines; a division on such a line by a value that is 0)."""
+
+    lines: list[str] = field(default_factory=list)
+    assigned: list[tuple[str, Site]] = field(default_factory=list)
+    divided: list[tuple[str, Site, str]] = field(default_factory=list)  # (variable, line, the denominator)
+
+
+def scan_dataset(ctx: ProbeContext, dataset: Any) -> tuple[list[tuple[int, str]], int, str]:
+    """Map-style datasets: the samples holding NaN/Inf among the first SCAN_SAMPLES (bounded in time),
+    as (index, evidence line)."""
     if dataset is None or isinstance(dataset, torch.utils.data.IterableDataset) or not hasattr(dataset, "__len__"):
         return [], 0, "no map-style dataset to scan"
     total = min(len(dataset), int(ctx.params.get("scan", SCAN_SAMPLES)))
@@ -100,7 +112,7 @@ def scan_dataset(ctx: ProbeContext, dataset: Any) -> tuple[list[str], int, str]:
         if ctx.cancelled() or time.monotonic() > deadline:
             return found, index, f"scanned {index} of {len(dataset)} samples (stopped early)"
         for line in nonfinite_tensors(dataset[index]):
-            found.append(f"sample {index}: {line.replace('batch', 'sample', 1)}")
+            found.append((index, f"sample {index}: {line.replace('batch', 'sample', 1)}"))
         ctx.progress((index + 1) / total, f"scanning sample {index + 1}/{total}")
     return found, total, f"scanned {total} of {len(dataset)} samples"
 
@@ -167,9 +179,10 @@ def data_tensors(dataset: Any, windows: bool = False) -> list[tuple[str, Any]]:
     return found
 
 
-def provenance(ctx: ProbeContext, dataset: Any) -> list[str]:
+def provenance(ctx: ProbeContext, dataset: Any) -> Provenance:
     """Where the data set's non-finite columns come from: the variable, its lines, a zero divisor."""
-    lines = []
+    found = Provenance()
+    lines = found.lines
     frames = ctx.run.user_frames()
     main = sys.modules.get("__main__")
     for label, data in data_tensors(dataset, windows=True):
@@ -196,8 +209,8 @@ def provenance(ctx: ProbeContext, dataset: Any) -> list[str]:
         for name, frame in holders[:2]:
             path = frame.f_code.co_filename if frame is not None else getattr(main, "__file__", "")
             scope = {**(frame.f_globals if frame is not None else vars(main)), **(frame.f_locals if frame else {})}
-            lines += _built(name, path, scope)
-    return lines
+            _built(name, path, scope, found)
+    return found
 
 
 def _attribute_lines(dataset: Any, label: str) -> list[str]:
@@ -244,12 +257,13 @@ def _same(value: Any, data: Any) -> bool:
         return False
 
 
-def _built(name: str, path: str, scope: dict[str, Any]) -> list[str]:
+def _built(name: str, path: str, scope: dict[str, Any], found: Provenance) -> None:
     """The lines that assign ``name``, and any division on them by a value that is 0 somewhere."""
-    lines = []
+    lines = found.lines
     for site in assignments(path, name):
         site = Site(site.path, site.line, "")
         lines.append(f"`{name}` is assigned at {site}")
+        found.assigned.append((name, site))
         for denominator in divisions(site):
             try:
                 value = evaluate(denominator, scope)
@@ -260,7 +274,7 @@ def _built(name: str, path: str, scope: dict[str, Any]) -> list[str]:
                 what = _source(denominator)
                 lines.append(f"at {site.short} `{name}` is divided by `{what}`, which is 0 at index(es) {zeros[:SHOWN]}: "
                              "0/0 gives NaN there (a std or range of 0: a constant feature)")
-    return lines
+                found.divided.append((name, site, f"`{what}`, which is 0 at index(es) {zeros[:SHOWN]}"))
 
 
 def _source(node: Any) -> str:
@@ -324,9 +338,11 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
     trainer, batch = failing_batch(ctx)
     in_batch = nonfinite_tensors(batch, getattr(trainer, "carried", ()))
     dataset = ctx.run.dataset()
-    in_dataset, scanned, scan_note = scan_dataset(ctx, dataset)
-    origin = provenance(ctx, dataset) if in_batch or in_dataset else []
-    made, culprit = made_in_getitem(dataset, [int(line.split(":")[0].split()[1]) for line in in_dataset[:1]])
+    bad_samples, scanned, scan_note = scan_dataset(ctx, dataset)
+    in_dataset = [line for _, line in bad_samples]
+    sources = provenance(ctx, dataset) if in_batch or in_dataset else Provenance()
+    origin = sources.lines
+    made, culprit = made_in_getitem(dataset, [index for index, _ in bad_samples[:1]])
     if culprit is None and in_batch and not in_dataset and dataset is not None:
         rows = failing_samples(ctx)
         if rows:
@@ -338,7 +354,7 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
     if in_batch and dataset is None:
         origin += _held_as(ctx, batch)
     evidence = in_batch + origin + in_dataset[:12] + [scan_note]
-    data: dict[str, Any] = {"samples": [line.split(":")[0] for line in in_dataset], "definitive": True}
+    data: dict[str, Any] = {"samples": [f"sample {index}" for index, _ in bad_samples], "definitive": True}
     if not in_batch and not in_dataset:
         return ProbeOutcome(PASS, f"no NaN/Inf in the failing batch nor in {scanned} dataset samples",
                             evidence, data=data)
@@ -348,16 +364,16 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
     warned = [f"numpy warned \"{message}\" at {site} while the script ran"
               for site, message in ctx.run.facts.numeric_warnings]
     evidence += warned
-    divided = next((line for line in origin if "is divided by" in line), None)
     found = [f"{len(in_batch)} tensor(s) of the failing batch"] if in_batch else []
     found += [f"{len(in_dataset)} dataset sample(s)"] if in_dataset else []
     summary = f"NaN/Inf in the inputs: {' and '.join(found)}"
     if culprit is not None:
         summary += f"; made by {display_name(culprit.op)} at {culprit.site.short} in the Dataset's __getitem__"
         fix = f"at {culprit.site.short} (`{culprit.site.text}`): {FIXES[culprit.kind]}"
-    elif divided:
-        summary += "; " + divided.split(": ", 1)[0] + " (a std of 0)"
-        fix = (f"guard the standardisation {divided.split(' ')[1]}: divide by (std + 1e-8) or drop the constant "
+    elif sources.divided:
+        name, site, denominator = sources.divided[0]
+        summary += f"; at {site.short} `{name}` is divided by {denominator} (a std of 0)"
+        fix = (f"guard the standardisation at {site.short}: divide by (std + 1e-8) or drop the constant "
                "column(s); assert torch.isfinite(x).all() after preprocessing")
     elif ctx.run.facts.numeric_warnings:
         site, message = ctx.run.facts.numeric_warnings[0]
@@ -368,9 +384,9 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
         summary += f"; the script writes NaN for missing values at {written[0].short}"
         fix = (f"at {written[0]}: fill the missing values (interpolate, carry the last reading, a column mean) or "
                "leave out the samples that have them, instead of keeping NaN")
-    elif source := next((line for line in origin if line.startswith("`") and " is assigned at " in line), None):
-        name, site = source[1:].split("` is assigned at ", 1)
-        fix = (f"drop or fill the NaN/Inf rows of `{name}` where it is made ({site.split(' ')[0]}), e.g. "
+    elif sources.assigned:
+        name, site = sources.assigned[0]
+        fix = (f"drop or fill the NaN/Inf rows of `{name}` where it is made ({site.short}), e.g. "
                f"`{name} = {name}[np.isfinite({name}).reshape(len({name}), -1).all(axis=1)]`, before the Dataset is built")
     else:
         fix = ("clean the data at its source: drop or impute those samples, or assert torch.isfinite(x).all() in "
