@@ -997,3 +997,29 @@ def test_an_eval_inside_a_function_the_loop_calls_is_named_with_the_loop_line_th
     assert result.status == "fail" and result.data["cause"] == "eval_mode_training"
     assert "`self.model.eval()` at attack_leaves_eval.py:14, called from attack_leaves_eval.py:31" in result.summary
     assert result.fix.startswith("put the model back in training mode after attack_leaves_eval.py:31")
+
+
+class Tagger(nn.Module):
+    def __init__(self, num_labels: int) -> None:
+        super().__init__()
+        self.encoder = nn.Linear(8, 16)
+        self.classifier = nn.Linear(16, num_labels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.encoder(x).relu())
+
+
+def test_outputs_narrower_than_the_targets_name_the_layer_that_sizes_them_and_where_the_model_is_built() -> None:
+    from tuidebug.agent.crash import FailedLoss, analyse
+    model = Tagger(num_labels=6)
+    x, tags = torch.randn(4, 8), torch.randint(0, 2, (4, 15)).float()
+    with pytest.raises(ValueError) as raised:
+        nn.functional.binary_cross_entropy_with_logits(model(x), tags)
+    crash = analyse(raised.value, None, FailedLoss("binary_cross_entropy_with_logits", model(x), tags, 1), 4, {},
+                    model_call=(model, ((x,), {})))
+
+    made = f"test_findings.py:{line_of('self.classifier = nn.Linear(16, num_labels)')}"
+    built = f"test_findings.py:{line_of('model = Tagger(num_labels=6)')}"
+    assert any(f"come from `classifier` (Linear(in_features=16, out_features=6, bias=True)), made at {made}" in finding
+               for finding in crash.findings), crash.findings
+    assert crash.fix == f"give `classifier` 15 outputs, one per target column: the size it is built with at {built} gives 6"

@@ -10,6 +10,7 @@ plain strings, so no frame or tensor is kept alive by it.
 from __future__ import annotations
 
 import ast
+import inspect
 import linecache
 import math
 import re
@@ -23,7 +24,8 @@ import psutil
 import torch
 
 from tuidebug.format import bytes_text
-from tuidebug.sites import Site, innermost_user_site, user_frames
+from tuidebug.probes.source import calls_named, module_site
+from tuidebug.sites import Site, innermost_user_site, is_user_file, user_frames
 
 SHAPE_MESSAGE = re.compile(
     r"shape|size mismatch|mat1 and mat2|must match the size|dimension|Expected input batch_size|"
@@ -141,7 +143,8 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
     if is_out_of_memory(exc):
         _out_of_memory(crash, exc)
     elif failed_loss is not None and _loss_findings(crash, failed_loss, model_batch, one_hot,
-                                                    found[1] if found is not None else None):
+                                                    found[1] if found is not None else None,
+                                                    model_call[0] if model_call is not None else None):
         pass
     elif failed_module is not None and _module_findings(crash, failed_module):
         pass
@@ -302,8 +305,34 @@ def _class_indicators(crash: Crash, function: str, input: torch.Tensor, target: 
                  "(sigmoid per class), not cross_entropy's softmax over the classes")
 
 
+def _output_width(crash: Crash, model: torch.nn.Module | None, input: torch.Tensor, target: torch.Tensor) -> bool:
+    """A loss given (N, C) outputs for (N, K) targets, K != C: the model's last layer of C outputs is sized
+    for another task (a label list of another data set). Names that layer, where it is made and where the
+    model is built with that size."""
+    if model is None or input.dim() != 2 or target.dim() != 2 or input.shape[0] != target.shape[0]:
+        return False
+    width, wanted = input.shape[-1], target.shape[-1]
+    layer = next(((name, module) for name, module in reversed(list(model.named_modules()))
+                  if name and getattr(module, "out_features", None) == width), None)
+    if layer is None:
+        return False
+    name, module = layer
+    made = module_site(model, name)
+    crash.findings.append(f"the model's {width} outputs a sample come from `{name}` ({module_text(module)})"
+                          + (f", made at {made}" if made else "") + f"; the targets have {wanted}")
+    try:
+        path = inspect.getsourcefile(type(model))
+    except TypeError:
+        path = None
+    built = calls_named(path, {type(model).__name__}) if path and is_user_file(path) else []
+    crash.findings += [f"{type(model).__name__} is built at {site}" for site in built[:2]]
+    crash.fix = (f"give `{name}` {wanted} outputs, one per target column: the size it is built with"
+                 + (f" at {built[0].short}" if built else "") + f" gives {width}")
+    return True
+
+
 def _loss_findings(crash: Crash, failed: FailedLoss, model_batch: int | None, one_hot: dict[str, set[int]],
-                   frame: FrameType | None = None) -> bool:
+                   frame: FrameType | None = None, model: torch.nn.Module | None = None) -> bool:
     input, target, function = failed.input, failed.target, failed.function
     if not isinstance(input, torch.Tensor) or not isinstance(target, torch.Tensor):
         return False
@@ -374,7 +403,7 @@ def _loss_findings(crash: Crash, failed: FailedLoss, model_batch: int | None, on
             crash.findings.append(f"the target was one-hot encoded without num_classes at {site}: its width "
                                   f"follows the largest label of each batch (seen {widths})")
             crash.fix = f"give the number of classes: F.one_hot(labels, num_classes={input.shape[-1]})"
-        else:
+        elif not _output_width(crash, model, input, target):
             crash.fix = f"reshape the target or the output so that both are {shape_text(input.shape)}"
         return True
     return False
