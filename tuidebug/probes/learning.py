@@ -103,14 +103,20 @@ def _trial(ctx: ProbeContext, adjust: Adjust, steps: int = TRIAL_STEPS, batches:
 
 def _learns(losses: list[float]) -> bool:
     values = finite(losses)
-    return len(values) >= 4 and _tail(values) < LEARNS * _head(values)
+    return len(values) >= 4 and _below(_tail(values), _head(values))
 
 
 def _beats(trial: list[float], other: list[float]) -> bool:
     """``trial`` ends clearly below ``other`` (below LEARNS of its end): a change that did more than the
     steps as written would have done anyway."""
     values, others = finite(trial), finite(other)
-    return not others or (bool(values) and _tail(values) < LEARNS * _tail(others))
+    return not others or (bool(values) and _below(_tail(values), _tail(others)))
+
+
+def _below(value: float, reference: float) -> bool:
+    """``value`` is below ``reference`` by more than (1 - LEARNS) of its size: a clear fall, for a loss of
+    either sign (a negative log-likelihood, NLLLoss on probabilities: -0.035 to -0.036 is no fall)."""
+    return reference - value > (1 - LEARNS) * abs(reference)
 
 
 def _head(values: list[float]) -> float:
@@ -1148,7 +1154,7 @@ def _revived(ctx: ProbeContext, summary: str, evidence: list[str], relu: str, fe
     revived = _trial(ctx, Adjust(before_forward=zero_bias))
     evidence += [f"replay as written: {_curve(as_written)}", f"... with {feeder}.bias set to 0: {_curve(revived)}"]
     written, fixed = finite(as_written), finite(revived)
-    confirmed = bool(written and fixed) and not _learns(as_written) and _tail(fixed) < LEARNS * _tail(written)
+    confirmed = bool(written and fixed) and not _learns(as_written) and _below(_tail(fixed), _tail(written))
     fix = f"initialise {feeder}.bias to zero (nn.init.zeros_)" + (
         f": the bias is set at {where[0].short} `{where[0].text}`" if where else "") + ", or use nn.LeakyReLU"
     if confirmed:
@@ -1189,7 +1195,7 @@ def trend(ctx: ProbeContext) -> ProbeOutcome:
     if len(losses) < 8:
         return ProbeOutcome(INCONCLUSIVE, f"only {len(losses)} steps with a loss: too few for a trend")
     first, last = _head(losses), _tail(losses)
-    falls = last < LEARNS * first
+    falls = _below(last, first)
     evidence = [f"the run's loss: {first:.4g} over its first steps, {last:.4g} over its last ({len(losses)} steps)"]
     chance = _chance(ctx)
     if chance is not None:
@@ -1260,7 +1266,7 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
                  f"{shuffled[2]:.4g} -> {shuffled[3]:.4g}"]
     # Memorised: the batches seen fit clearly, or fit somewhat while the held-out batch gets worse (labels
     # that do not follow the inputs are noise to the held-out batch; real ones help it or leave it be).
-    memorises = real[1] < LEARNS * real[0] or (real[1] < (1 - SAME) * real[0] and real[3] > (1 + SAME) * real[2])
+    memorises = _below(real[1], real[0]) or (real[1] < (1 - SAME) * real[0] and real[3] > (1 + SAME) * real[2])
     generalises = real[3] < (1 - SAME) * real[2]
     beats_shuffled = real[3] < (1 - SAME) * shuffled[3]
     # Containers of different lengths read with one index, or files listed in the file system's order
