@@ -4,6 +4,7 @@ and passes for the others, so that together they single out the cause."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from conftest import EXAMPLES, SCRIPTS, wait_for
 from tuidebug.launcher import ChildRun, Target
@@ -184,3 +185,20 @@ def test_nan_inputs_kept_by_a_windowed_dataset_name_the_array_they_were_read_int
                for line in result.evidence)
     assert result.fix.startswith("drop or fill the NaN/Inf rows of `readings` where it is made "
                                  "(series_windows_nan.py:11)")
+
+
+def test_a_bfloat16_value_rounded_onto_a_log_boundary_is_caught_and_float32_keeps_it_finite():
+    from tuidebug.probes.nan import Float32, Overflow
+    logits = torch.tensor([14.0, 0.5]).bfloat16()
+
+    def survival() -> torch.Tensor:
+        return torch.log1p(-torch.sigmoid(logits).clamp(max=1.0 - 1e-6))
+
+    watch = Overflow()
+    with watch:
+        survival()
+    with Float32():
+        kept = survival()
+
+    assert watch.first is not None and watch.first[0].endswith("log1p") and watch.first[3] == torch.bfloat16
+    assert bool(torch.isfinite(kept).all())

@@ -14,7 +14,10 @@ A check fails when its cause is present; the decide node ranks the failures. The
   a healthy gradient is of the loss's own order (a big loss, as with unscaled targets, gives a big
   gradient, and there the rate is the lever), a recurrence that explodes gives a huge gradient from
   a moderate loss;
-- float16's largest value is 65504: an op whose float16 output overflows from finite inputs.
+- float16's largest value is 65504: an op whose float16 output overflows from finite inputs; bfloat16
+  reaches float32's range but keeps 8 bits of mantissa (1 - 1e-6 rounds to 1): an op whose bfloat16
+  output is not finite from finite inputs is the rounding's doing. Either is proven by the same step
+  computed in float32.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ SPIKE = 100.0
 GRAD_PER_LOSS = 1e3
 LR_DECADES = 6
 FLOAT16_MAX = 65504.0
+LOW_PRECISION = (torch.float16, torch.bfloat16)
 OUTLIER = 1000.0  # a batch value this many times the recent batches' typical largest is a glitch
 
 
@@ -452,31 +456,32 @@ class Overflow(OpWatch):
 
     def __init__(self) -> None:
         super().__init__()
-        self.first: tuple[str, Site, str] | None = None
+        self.first: tuple[str, Site, str, torch.dtype] | None = None
         self.half = False
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
         outputs = tensors_of([result])
-        if any(t.dtype == torch.float16 for t in outputs):
+        if any(t.dtype in LOW_PRECISION for t in outputs):
             self.half = True
         if self.first is not None:
             return
-        bad = [t for t in outputs if t.dtype == torch.float16 and not bool(torch.isfinite(t).all())]
+        bad = [t for t in outputs if t.dtype in LOW_PRECISION and not bool(torch.isfinite(t).all())]
         inputs = [t for t in tensors_of(args) + tensors_of(kwargs.values()) if t.is_floating_point()]
         if bad and all(bool(torch.isfinite(t).all()) for t in inputs):
             largest = max((float(t.float().abs().max()) for t in inputs if t.numel()), default=0.0)
-            self.first = (name, site, f"largest input {largest:.3g}")
+            self.first = (name, site, f"largest input {largest:.3g}", bad[0].dtype)
 
     def done(self) -> bool:
         return self.first is not None
 
 
 class Float32(torch.overrides.TorchFunctionMode):
-    """Every float16 operand computed in float32 instead: the trial of a run without half precision."""
+    """Every float16 or bfloat16 operand computed in float32 instead: the trial of a run without half
+    precision (autocast still casts the ops it lists; what overflows or rounds is mostly outside them)."""
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         def up(value: Any) -> Any:
-            if isinstance(value, torch.Tensor) and value.dtype == torch.float16:
+            if isinstance(value, torch.Tensor) and value.dtype in LOW_PRECISION:
                 return value.float()
             if isinstance(value, (list, tuple)):
                 return type(value)(up(v) for v in value)
@@ -526,18 +531,35 @@ def precision(ctx: ProbeContext) -> ProbeOutcome:
                 data={"confirmed": None, "definitive": not climbing})
     if watch.first is None:
         return ProbeOutcome(PASS, "float16 is used, but no float16 op overflowed in the failing step", evidence)
-    name, site, detail = watch.first
-    evidence.append(f"first float16 overflow: {name} at {site} ({detail}, float16 tops out at {FLOAT16_MAX:g})")
+    name, site, detail, dtype = watch.first
     start = Start(ctx.break_state, 1, "the state at the break")
     as_is = run_trial(ctx, start, Adjust())
     in_float32 = run_trial(ctx, start, Adjust(mode=Float32))
+    data = {"confirmed": as_is.blew_up and in_float32.holds, "fixed_loss": in_float32.final if in_float32.holds else None}
+    if dtype == torch.bfloat16:
+        return _bfloat16_rounding(ctx, name, site, detail, evidence + [
+            f"replay as written: {as_is.describe()}", f"... computed in float32: {in_float32.describe()}"], data)
+    evidence.append(f"first float16 overflow: {name} at {site} ({detail}, float16 tops out at {FLOAT16_MAX:g})")
     evidence += [f"replay as written: {as_is.describe()}", f"... computed in float32: {in_float32.describe()}"]
     return ProbeOutcome(
         FAIL, f"float16 overflow: {name} at {site.short} goes past {FLOAT16_MAX:g}", evidence,
         origin.fix if origin is not None else "keep the model in float32 (no model.half()) and train under "
-        "torch.autocast(device_type, dtype=torch.float16) with a torch.amp.GradScaler, or use bfloat16",
-        data={"confirmed": as_is.blew_up and in_float32.holds,
-              "fixed_loss": in_float32.final if in_float32.holds else None})
+        "torch.autocast(device_type, dtype=torch.float16) with a torch.amp.GradScaler, or use bfloat16", data=data)
+
+
+def _bfloat16_rounding(ctx: ProbeContext, name: str, site: Site, detail: str, evidence: list[str],
+                       data: dict) -> ProbeOutcome:
+    """A bfloat16 op that is not finite from finite inputs: bfloat16 does not overflow before float32 does,
+    so the value was rounded onto the op's boundary (a clamp at 1 - 1e-6 is 1, log1p(-1) is -inf). The fix
+    computes that op in float32, inside the autocast region."""
+    evidence.insert(0, f"first non-finite bfloat16 value: {name} at {site} ({detail}): bfloat16 keeps 8 bits "
+                       "of mantissa, so a bound near 1 or 0 (1 - 1e-6, 1e-8) rounds onto the value that breaks the op")
+    regions = in_files(ctx.run.facts.source_files, calls_named, {"autocast"})
+    evidence += [f"bfloat16 comes from the autocast at {region}" for region in regions[:1]]
+    return ProbeOutcome(
+        FAIL, f"bfloat16 rounding: {name} at {site.short} gives a non-finite value from finite bfloat16 inputs",
+        evidence, f"compute it in float32 at {site.short}: cast its input with .float() (autocast leaves the "
+        "dtype of the ops it does not list as it finds it)", data={**data, "cause": "fp16_overflow"})
 
 
 @dataclasses.dataclass(frozen=True)
