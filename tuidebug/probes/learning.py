@@ -57,7 +57,7 @@ DEAD_SHARE = 0.9
 TRIAL_STEPS = 20
 RATE_FACTORS = (10.0, 100.0, 1000.0)
 SQUASHING = (torch.nn.Sigmoid, torch.nn.Tanh)
-# Vanishing gradients need depth: a sigmoid or two (an LSTM-free gate, an output squashing) is common in
+# Vanishing gradients need depth: a sigmoid or two (a gate, a squashed output) is common in
 # healthy models and cannot shrink the gradient by decades on its own.
 MIN_SQUASHING = 3
 # Two decades between the last weight's gradient norm and the first's: healthy stacks stay within one
@@ -1025,15 +1025,15 @@ def _vanishing(ctx: ProbeContext) -> ProbeOutcome:
     trainer.step(trainer.prepare(), Adjust(lr_scale=0.0))
     norms = [(name, float(p.grad.norm())) for name, p in trainer.named_parameters()
              if p.dim() >= 2 and p.grad is not None]
-    if len(norms) < 2 or norms[0][1] <= 0:
-        return ProbeOutcome(PASS, f"{len(squashing)} sigmoid/tanh layers; the gradient of the first weight "
-                            "could not be measured")
+    if len(norms) < 2 or norms[-1][1] <= 0:
+        return ProbeOutcome(PASS, f"{len(squashing)} sigmoid/tanh layers; no gradient at the last weight to compare "
+                            "the first's with")
     (first, low), (last, high) = norms[0], norms[-1]
+    shrink = high / low if low > 0 else math.inf
     evidence = [f"{len(squashing)} {squashing[0][1]} layers ({', '.join(name for name, _ in squashing[:4])})",
-                f"gradient norm {high:.2g} at {last}, {low:.2g} at {first}: {high / low:.2g}x smaller at the first "
-                "layer"]
-    if high < VANISHING * low:
-        return ProbeOutcome(PASS, f"the gradient reaches the first layer ({high / low:.2g}x smaller than at the "
+                f"gradient norm {high:.2g} at {last}, {low:.2g} at {first}: {shrink:.2g}x smaller at the first layer"]
+    if shrink < VANISHING:
+        return ProbeOutcome(PASS, f"the gradient reaches the first layer ({shrink:.2g}x smaller than at the "
                             "last): not vanishing", evidence)
     # Weights trained behind sigmoids make no sense behind ReLUs: both trials start from a fresh
     # initialisation, the same one, so that only the activation differs.
@@ -1058,13 +1058,13 @@ def _vanishing(ctx: ProbeContext) -> ProbeOutcome:
     evidence += [f"from a fresh initialisation, as written: {_curve(as_written)}",
                  f"... with ReLU in place of each {squashing[0][1]}: {_curve(swapped)}"]
     if not _learns(swapped) or not finite(as_written) or not _beats(swapped, as_written):
-        return ProbeOutcome(PASS, f"the gradient is {high / low:.2g}x smaller at the first layer, but ReLU in place of "
+        return ProbeOutcome(PASS, f"the gradient is {shrink:.2g}x smaller at the first layer, but ReLU in place of "
                             f"the {squashing[0][1]} layers does not make the loss fall either: not the cause", evidence)
     kind = squashing[0][1]
     made = [site for path in sorted(ctx.run.facts.source_files) for site in calls_named(path, {kind})]
     evidence += [f"nn.{kind} is created at {site}" for site in made[:2]]
     return ProbeOutcome(
-        FAIL, f"vanishing gradients: {len(squashing)} stacked {kind} layers shrink the gradient {high / low:.2g}x "
+        FAIL, f"vanishing gradients: {len(squashing)} stacked {kind} layers shrink the gradient {shrink:.2g}x "
         f"by the first layer ({first}); from a fresh initialisation, with ReLU in their place the loss falls to "
         f"{finite(swapped)[-1]:.4g} in {len(swapped)} steps, {finite(as_written)[-1]:.4g} as written", evidence,
         f"use nn.ReLU instead of nn.{kind} between the hidden layers" + (f" at {made[0].short}" if made else "") +
