@@ -952,9 +952,9 @@ def test_the_rate_an_optimizer_is_given_is_traced_to_its_assignment_or_its_optio
                       "    other = torch.optim.SGD(model.parameters(), args.lr)\n"
                       "    fixed = torch.optim.SGD(model.parameters(), lr=0.1)\n")
 
-    assert [site.line for site in source.rate_origin(str(script), 6)] == [5]
-    assert [site.line for site in source.rate_origin(str(script), 7)] == [3]
-    assert source.rate_origin(str(script), 8) == []
+    assert [site.line for site in source.rate_argument_sites(str(script), 6)] == [5]
+    assert [site.line for site in source.rate_argument_sites(str(script), 7)] == [3]
+    assert source.rate_argument_sites(str(script), 8) == []
 
 
 def test_vanishing_gradients_through_stacked_sigmoids_are_proven_by_relu_from_the_same_fresh_start(start_run) -> None:

@@ -33,7 +33,7 @@ from tuidebug.batches import tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, probe)
 from tuidebug.probes.inputs import data_tensors
-from tuidebug.probes.source import calls_named, in_files, keyword_values, rate_origin, switched_off_clips
+from tuidebug.probes.source import calls_named, in_files, keyword_values, rate_argument_sites, switched_off_clips
 from tuidebug.probes.trials import Start, Trial, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
@@ -74,7 +74,7 @@ def rate_sites(ctx: ProbeContext) -> list[str]:
     for kind, made in ctx.run.facts.optimizer_sites[-2:]:
         lines.append(f"the {kind} optimizer is created at {made}")
         site = _site_of(ctx, made)
-        lines += [f"its rate is set at {origin}" for origin in (rate_origin(site.path, site.line) if site else [])]
+        lines += [f"its rate is set at {origin}" for origin in (rate_argument_sites(site.path, site.line) if site else [])]
     return lines
 
 

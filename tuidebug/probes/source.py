@@ -305,7 +305,7 @@ def rate_name(path: str, line: int) -> str | None:
                  if name and RATE_NAME.match(name)), None)
 
 
-def rate_origin(path: str, line: int) -> list[Site]:
+def rate_argument_sites(path: str, line: int) -> list[Site]:
     """Where the rate passed to the call on ``line`` (``SGD(params, lr=base_lr)``, or its second argument)
     is set: the last assignment of that name before it in the same function (``base_lr = cfg["lr"] *
     batch_size / 16``), or the command-line option's default for ``args.lr``. Empty for a literal rate."""
