@@ -1023,3 +1023,12 @@ def test_outputs_narrower_than_the_targets_name_the_layer_that_sizes_them_and_wh
     assert any(f"come from `classifier` (Linear(in_features=16, out_features=6, bias=True)), made at {made}" in finding
                for finding in crash.findings), crash.findings
     assert crash.fix == f"give `classifier` 15 outputs, one per target column: the size it is built with at {built} gives 6"
+
+
+def test_a_round_of_the_weights_without_a_straight_through_gradient_is_the_cut_of_every_gradient(start_run) -> None:
+    result = check_at(start_run, "rounded_weights.py", "learning.graph", 20)
+
+    assert result.status == "fail" and result.data["cause"] == "no_gradient_to_weights"
+    assert result.summary.startswith("no gradient reaches the weights: torch.round at rounded_weights.py:11 has a "
+                                     "zero derivative")
+    assert result.fix.startswith("pass the gradient straight through the round at rounded_weights.py:11")

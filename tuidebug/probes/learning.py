@@ -164,6 +164,44 @@ class GraphCut(OpWatch):
         return self.cut is not None
 
 
+class FlatOp(OpWatch):
+    """The first op with a zero derivative everywhere (round, floor, ceil, sign, trunc) applied to a value
+    that carries the weights' graph: backward goes through it and comes out zero."""
+
+    FLAT = {"round", "floor", "ceil", "sign", "sgn", "trunc", "fix"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: tuple[str, Site] | None = None
+
+    def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
+        if name.split(".")[-1].rstrip("_") in self.FLAT and any(t.requires_grad for t in tensors_of(args)):
+            self.found = (name.split(".")[-1], site)
+
+    def done(self) -> bool:
+        return self.found is not None
+
+
+def _flat_op(ctx: ProbeContext, evidence: list[str]) -> ProbeOutcome | None:
+    """Every gradient is zero although the graph reaches the weights: an op of zero derivative on the path
+    (fake quantisation by torch.round without a straight-through estimator) is the cut, named with its line."""
+    watch = FlatOp()
+    try:
+        trainer = ctx.trainer
+        trainer.reset(ctx.break_state)
+        trainer.step(trainer.prepare(), Adjust(mode=lambda: watch, lr_scale=0.0))
+    except (NeedsLoop, NoPipeline, LoopGone, RuntimeError, ValueError, TypeError):
+        return None
+    if watch.found is None:
+        return None
+    op, site = watch.found
+    evidence.append(f"{op} at {site} has a zero derivative everywhere: the gradient that passes through it is 0")
+    return ProbeOutcome(
+        FAIL, f"no gradient reaches the weights: torch.{op} at {site.short} has a zero derivative, so every gradient "
+        "behind it is 0", evidence, f"pass the gradient straight through the {op} at {site.short}: x + (torch.{op}(x) "
+        "- x).detach() in place of torch." + f"{op}(x)", data={"cause": "no_gradient_to_weights", "site": str(site)})
+
+
 def _grad_off_block() -> tuple[Site, Site] | None:
     """The user's ``with torch.no_grad():`` (or decorator) around the op in progress, innermost frame
     first, with that frame's line inside the block."""
@@ -200,9 +238,10 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(PASS, "backward reaches the weights, but a zero_grad() wipes the gradients before the step "
                             "(see the step check)", evidence)
     elif reached:
-        return ProbeOutcome(PASS, "the loss's graph reaches the weights" + (
-            "" if not checks or not any(len(c[2]) >= trainable - len(c[1]) for c in checks)
-            else ", but their gradients are zero (see the dead-units check)"), evidence)
+        all_zero = bool(checks) and any(len(c[2]) >= trainable - len(c[1]) for c in checks)
+        flat = _flat_op(ctx, evidence) if all_zero else None
+        return flat or ProbeOutcome(PASS, "the loss's graph reaches the weights" + (
+            ", but their gradients are zero (see the dead-units check)" if all_zero else ""), evidence)
     watch = GraphCut()
     try:
         trainer = ctx.trainer
