@@ -1032,3 +1032,12 @@ def test_a_round_of_the_weights_without_a_straight_through_gradient_is_the_cut_o
     assert result.summary.startswith("no gradient reaches the weights: torch.round at rounded_weights.py:11 has a "
                                      "zero derivative")
     assert result.fix.startswith("pass the gradient straight through the round at rounded_weights.py:11")
+
+
+def test_a_rate_held_far_below_the_one_the_optimizer_was_built_with_names_the_line_that_computes_it(start_run) -> None:
+    result = check_at(start_run, "warmup_never_ends.py", "learning.rate", 150)
+
+    assert result.status == "fail" and result.data["cause"] == "lr_schedule_decay", result.summary
+    assert result.summary.startswith("the schedule holds the rate far below the 0.5 the SGD was built with")
+    assert result.fix.startswith("check the rate computed at warmup_never_ends.py:17 (`lr_now = base_lr * min(1.0, "
+                                 "step / 100000)`)")

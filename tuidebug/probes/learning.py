@@ -35,10 +35,10 @@ from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, probe)
 from tuidebug.probes.source import (
-    assignment_target, assignments, backward_target, bias_inits, calls_named, enclosing_function, forced_requires_grad,
-    freezes, grad_off_block, grad_switched_off, guarded_steps, hand_updates, in_files, keyword_values, option_defaults,
-    rate_name, indexed_attributes, module_site,
-    rate_assignments, returns_nothing, rewrapped, shuffles, unsorted_listings, weight_inits)
+    assigned_name, assignment_before, assignment_target, assignments, backward_target, bias_inits, calls_named,
+    enclosing_function, forced_requires_grad, freezes, grad_off_block, grad_switched_off, guarded_steps, hand_updates,
+    in_files, indexed_attributes, keyword_values, module_site, option_defaults, rate_assignments, rate_name,
+    returns_nothing, rewrapped, shuffles, unsorted_listings, weight_inits)
 from tuidebug.probes.trials import finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site, is_user_file
@@ -56,6 +56,9 @@ SAME = 0.05
 DEAD_SHARE = 0.9
 TRIAL_STEPS = 20
 RATE_FACTORS = (10.0, 100.0, 1000.0)
+# A rate proven too low while a schedule (or the script's own group["lr"] = ...) holds it under this share
+# of the rate the optimizer was built with names the schedule, not the rate: the user chose the built one.
+HELD_BELOW = 0.1
 SQUASHING = (torch.nn.Sigmoid, torch.nn.Tanh)
 # Vanishing gradients need depth: a sigmoid or two (a gate, a squashed output) is common in
 # healthy models and cannot shrink the gradient by decades on its own.
@@ -637,6 +640,9 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
         raised = _trial(ctx, Adjust(lr_scale=factor))
         evidence.append(f"... at lr x{factor:g} ({last * factor:.3g}): {_curve(raised)}")
         if _learns(raised) and _beats(raised, as_written):
+            held = _held_below_built(ctx, last, curve[-1][0], factor, evidence)
+            if held is not None:
+                return held
             return ProbeOutcome(FAIL, f"the learning rate {last:.3g} is too low: the loss falls at {last * factor:.3g}",
                                 evidence, f"raise the learning rate to about {last * factor:.3g}",
                                 data={"cause": "learning_rate_too_low", "confirmed": True})
@@ -705,6 +711,36 @@ def _hand_rate_origin(ctx: ProbeContext, update: Site) -> tuple[list[str], tuple
             lines.append(f"--{value.split('.')[-1]} defaults to {default} at {default_site}")
             option = option or (value.split(".")[-1], default, default_site)
     return lines, option
+
+
+def _held_below_built(ctx: ProbeContext, last: float, step: int, factor: float,
+                      evidence: list[str]) -> ProbeOutcome | None:
+    """A rate proven too low that the script's own schedule holds far below the rate its optimizer was
+    built with (a warm-up fed a fraction where it wants a step count): the schedule is the cause, and
+    the line that computes the rate is the fix's place. None when no schedule or hand-set rate is seen,
+    or the rate applied is within HELD_BELOW of the built one."""
+    optimizer = ctx.run.optimizers[0] if ctx.run.optimizers else None
+    built = optimizer.defaults.get("lr") if optimizer is not None else None
+    if not isinstance(built, (int, float)) or built <= 0 or last >= HELD_BELOW * built:
+        return None
+    script = os.path.abspath(sys.argv[0])
+    assigned = rate_assignments(script)
+    if not assigned and not ctx.run.facts.schedulers:
+        return None
+    computed = None
+    if assigned:
+        value = assigned_name(assigned[0])
+        found = assignment_before(script, value, assigned[0].line) if value else None
+        computed = found[0] if found else None
+        evidence.append(f"the rate is set by hand at {assigned[0]}" + (f", computed at {computed}" if computed else ""))
+    where = computed or (assigned[0] if assigned else None)
+    kind = type(optimizer).__name__
+    summary = (f"the schedule holds the rate far below the {built:.3g} the {kind} was built with: {last:.3g} at step "
+               f"{step} ({last / built:.0%} of it); the loss falls at {last * factor:.3g}")
+    fix = (f"check the rate computed at {where.short} (`{where.text}`): it gives {last / built:.0%} of the rate the "
+           f"optimizer was built with (a warm-up given a fraction where it expects a step count, a total too large)"
+           if where else f"check the schedule's settings: it keeps the rate at {last / built:.0%} of {built:.3g}")
+    return ProbeOutcome(FAIL, summary, evidence, fix, data={"cause": "lr_schedule_decay", "confirmed": True})
 
 
 def _rate_set_by_hand(evidence: list[str]) -> str | None:

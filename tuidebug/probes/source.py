@@ -117,6 +117,13 @@ def assignment_target(site: Site) -> str | None:
     return None
 
 
+def assigned_name(site: Site) -> str | None:
+    """The variable a line assigns from (``group["lr"] = lr_this_step`` -> ``lr_this_step``), if it is one."""
+    tree = _parse_line(site.text)
+    node = tree.body[0] if isinstance(tree, ast.Module) and tree.body else None
+    return node.value.id if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) else None
+
+
 def item_assignments(path: str, name: str) -> list[Site]:
     """The lines of ``path`` that store into ``name`` by key: ``self.cache[key] = value``."""
     tree = _tree(path)
