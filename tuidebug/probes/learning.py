@@ -57,7 +57,7 @@ DEAD_SHARE = 0.9
 TRIAL_STEPS = 20
 RATE_FACTORS = (10.0, 100.0, 1000.0)
 # A rate proven too low while a schedule (or the script's own group["lr"] = ...) holds it under this share
-# of the rate the optimizer was built with names the schedule, not the rate: the user chose the built one.
+# of the rate the optimizer was built with names the schedule's line as the fix: the user chose the built one.
 HELD_BELOW = 0.1
 SQUASHING = (torch.nn.Sigmoid, torch.nn.Tanh)
 # Vanishing gradients need depth: a sigmoid or two (a gate, a squashed output) is common in
@@ -716,9 +716,9 @@ def _hand_rate_origin(ctx: ProbeContext, update: Site) -> tuple[list[str], tuple
 def _held_below_built(ctx: ProbeContext, last: float, step: int, factor: float,
                       evidence: list[str]) -> ProbeOutcome | None:
     """A rate proven too low that the script's own schedule holds far below the rate its optimizer was
-    built with (a warm-up fed a fraction where it wants a step count): the schedule is the cause, and
-    the line that computes the rate is the fix's place. None when no schedule or hand-set rate is seen,
-    or the rate applied is within HELD_BELOW of the built one."""
+    built with (a warm-up fed a fraction where it wants a step count, or stepped once an epoch): the rate
+    is too low, and the line that computes it, not the optimizer's, is the fix's place. None when no
+    schedule or hand-set rate is seen, or the rate applied is within HELD_BELOW of the built one."""
     optimizer = ctx.run.optimizers[0] if ctx.run.optimizers else None
     built = optimizer.defaults.get("lr") if optimizer is not None else None
     if not isinstance(built, (int, float)) or built <= 0 or last >= HELD_BELOW * built:
@@ -735,12 +735,12 @@ def _held_below_built(ctx: ProbeContext, last: float, step: int, factor: float,
         evidence.append(f"the rate is set by hand at {assigned[0]}" + (f", computed at {computed}" if computed else ""))
     where = computed or (assigned[0] if assigned else None)
     kind = type(optimizer).__name__
-    summary = (f"the schedule holds the rate far below the {built:.3g} the {kind} was built with: {last:.3g} at step "
-               f"{step} ({last / built:.0%} of it); the loss falls at {last * factor:.3g}")
+    summary = (f"the learning rate {last:.3g} is too low: the schedule holds it far below the {built:.3g} the {kind} "
+               f"was built with ({last / built:.0%} of it at step {step}); the loss falls at {last * factor:.3g}")
     fix = (f"check the rate computed at {where.short} (`{where.text}`): it gives {last / built:.0%} of the rate the "
            f"optimizer was built with (a warm-up given a fraction where it expects a step count, a total too large)"
            if where else f"check the schedule's settings: it keeps the rate at {last / built:.0%} of {built:.3g}")
-    return ProbeOutcome(FAIL, summary, evidence, fix, data={"cause": "lr_schedule_decay", "confirmed": True})
+    return ProbeOutcome(FAIL, summary, evidence, fix, data={"cause": "learning_rate_too_low", "confirmed": True})
 
 
 def _rate_set_by_hand(evidence: list[str]) -> str | None:
