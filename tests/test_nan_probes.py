@@ -202,3 +202,26 @@ def test_a_bfloat16_value_rounded_onto_a_log_boundary_is_caught_and_float32_keep
 
     assert watch.first is not None and watch.first[0].endswith("log1p") and watch.first[3] == torch.bfloat16
     assert bool(torch.isfinite(kept).all())
+
+
+class RunningStats:
+    def __init__(self, data: torch.Tensor) -> None:
+        self.mean = data.sum(dim=0) / len(data)
+
+
+def test_a_float16_statistic_that_overflowed_before_the_step_is_found_with_what_holds_it():
+    import sys
+
+    from tuidebug.probes.nan import Overflow, _assigned_in_class, _holders_of
+    stats = RunningStats(torch.full((8, 3), 30000.0, dtype=torch.float16))  # the sum passes 65504: inf
+    batch = torch.ones(4, 3, dtype=torch.float16)
+
+    watch = Overflow()
+    with watch:
+        centred = batch - stats.mean
+    holders = _holders_of(watch.entered[2], [sys._getframe()])
+
+    assert watch.first is None and watch.entered is not None and watch.entered[2] is stats.mean
+    assert not bool(torch.isfinite(centred).all())
+    assert holders[0][0] == "stats.mean"
+    assert [site.text for site in _assigned_in_class(stats, "mean")] == ["self.mean = data.sum(dim=0) / len(data)"]

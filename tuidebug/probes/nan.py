@@ -23,6 +23,7 @@ A check fails when its cause is present; the decide node ranks the failures. The
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import os
 from typing import Any
@@ -33,8 +34,10 @@ from tuidebug.batches import tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, probe)
 from tuidebug.probes.inputs import data_tensors
-from tuidebug.probes.source import calls_named, in_files, keyword_values, rate_argument_sites, switched_off_clips
+from tuidebug.probes.source import (assignments, calls_named, in_files, keyword_values, rate_argument_sites,
+                                    switched_off_clips)
 from tuidebug.probes.trials import Start, Trial, finite, median, run_trial, start_point, unfaithful
+from tuidebug.probes.unsafe_math import display_name
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
 
@@ -458,11 +461,21 @@ class Overflow(OpWatch):
         super().__init__()
         self.first: tuple[str, Site, str, torch.dtype] | None = None
         self.half = False
+        # A float16 operand already inf or NaN that no op of the step made: computed before the step (a
+        # normalisation's statistics summed in float16), with the op that first reads it.
+        self.entered: tuple[str, Site, torch.Tensor] | None = None
+        self._made: set[int] = set()
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
         outputs = tensors_of([result])
         if any(t.dtype in LOW_PRECISION for t in outputs):
             self.half = True
+        if self.entered is None:
+            stale = [t for t in tensors_of(args) + tensors_of(kwargs.values()) if t.dtype == torch.float16
+                     and id(t) not in self._made and not bool(torch.isfinite(t).all())]
+            if stale:
+                self.entered = (name, site, stale[0])
+        self._made.update(id(t) for t in outputs)
         if self.first is not None:
             return
         bad = [t for t in outputs if t.dtype in LOW_PRECISION and not bool(torch.isfinite(t).all())]
@@ -529,6 +542,8 @@ def precision(ctx: ProbeContext) -> ProbeOutcome:
                            "model.half()) and train under torch.autocast(device_type, dtype=torch.float16) with a "
                            "torch.amp.GradScaler, or use bfloat16") + " (float16 rounds Adam's eps=1e-8 to 0)",
                 data={"confirmed": None, "definitive": not climbing})
+    if watch.first is None and watch.entered is not None:
+        return _overflowed_before(ctx, watch.entered, evidence)
     if watch.first is None:
         return ProbeOutcome(PASS, "float16 is used, but no float16 op overflowed in the failing step", evidence)
     name, site, detail, dtype = watch.first
@@ -545,6 +560,51 @@ def precision(ctx: ProbeContext) -> ProbeOutcome:
         FAIL, f"float16 overflow: {name} at {site.short} goes past {FLOAT16_MAX:g}", evidence,
         origin.fix if origin is not None else "keep the model in float32 (no model.half()) and train under "
         "torch.autocast(device_type, dtype=torch.float16) with a torch.amp.GradScaler, or use bfloat16", data=data)
+
+
+def _overflowed_before(ctx: ProbeContext, entered: tuple[str, Site, torch.Tensor], evidence: list[str]) -> ProbeOutcome:
+    """The step reads a float16 tensor that is already inf or NaN and that none of its ops made: it was
+    computed before the step (statistics summed in float16 past 65504). Named with what holds it."""
+    name, site, tensor = entered
+    bad = int((~torch.isfinite(tensor)).sum())
+    holders = _holders_of(tensor, ctx.run.user_frames())
+    held = f" (`{holders[0][0]}`)" if holders else ""
+    evidence.append(f"{display_name(name)} at {site} reads a float16 tensor{held} of shape {tuple(tensor.shape)} that is "
+                    f"already non-finite in {bad} of {tensor.numel()} values: no op of the step made it")
+    made = _assigned_in_class(*holders[0][1:]) if holders and holders[0][1] is not None else []
+    evidence += [f"`{holders[0][0]}` is computed at {where}" for where in made[:2]]
+    return ProbeOutcome(
+        FAIL, f"float16 overflow before the step: {display_name(name)} at {site.short} reads a float16 tensor{held} "
+        f"that holds inf/NaN ({bad} of {tensor.numel()} values), computed before the step past float16's "
+        f"{FLOAT16_MAX:g}", evidence,
+        f"compute{' ' + holders[0][0] if holders else ' it'}" + (f" (at {made[0].short})" if made else "") +
+        " in float32: keep the data in float32 (or .float() before summing), float16 sums and squares pass 65504",
+        data={"confirmed": None, "definitive": True})
+
+
+def _holders_of(tensor: torch.Tensor, frames: list[Any]) -> list[tuple[str, Any, str]]:
+    """(``owner.attribute`` or a variable, the owner, the attribute) for what holds ``tensor`` in the user's
+    frames, one level of attributes deep; the innermost frame that has any."""
+    found: list[tuple[str, Any, str]] = []
+    for frame in frames:
+        for name, value in list(frame.f_locals.items()) + list(frame.f_globals.items()):
+            if value is tensor:
+                found.append((name, None, name))
+            elif hasattr(value, "__dict__") and not isinstance(value, (torch.nn.Module, type)) and \
+                    not name.startswith("__") and type(value).__module__ != "builtins":
+                found += [(f"{name}.{attr}", value, attr) for attr, held in list(vars(value).items()) if held is tensor]
+        if found:
+            return found
+    return found
+
+
+def _assigned_in_class(owner: Any, attribute: str) -> list[Site]:
+    """The lines of the owner's class file that assign ``self.attribute``."""
+    try:
+        path = inspect.getsourcefile(type(owner))
+    except TypeError:
+        return []
+    return assignments(path, attribute, attribute=True) if path else []
 
 
 def _bfloat16_rounding(ctx: ProbeContext, name: str, site: Site, detail: str, evidence: list[str],
