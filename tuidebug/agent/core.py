@@ -529,9 +529,8 @@ class Agent:
             sites = user_callers(2, frame)
             # Called from a method of the user's own (an attack's __call__, an evaluate()): the line that
             # called it is the one in the loop.
-            caller_site = f" (called from {sites[1]})" if len(sites) > 1 and sites[1].function != sites[0].function \
-                else ""
-            self.facts.eval_sites[id(module)] = str(sites[0]) + caller_site
+            caller = sites[1] if len(sites) > 1 and sites[1].function != sites[0].function else None
+            self.facts.eval_sites[id(module)] = (sites[0], caller)
 
     def on_zero_grad(self) -> None:
         """``optimizer.zero_grad()`` / ``model.zero_grad()``: which steps reset (the stale-gradient check), and

@@ -340,8 +340,9 @@ class Facts:
     optimizer_sites: list[tuple[str, str]] = field(default_factory=list)  # (type, where it was created)
     scheduler_sites: list[tuple[str, str]] = field(default_factory=list)  # (type, where it was created)
     half_site: str | None = None  # where model.half() (or .to(torch.float16)) was called
-    eval_sites: dict[int, str] = field(default_factory=dict)  # id(module) -> where .eval() / .train(False) was called
-    eval_at_training: str | None = None  # the model's last .eval() before a training step that ran in eval mode
+    # id(module) -> where .eval() / .train(False) was called, and the loop's line that called the function doing it
+    eval_sites: dict[int, tuple[Site, Site | None]] = field(default_factory=dict)
+    eval_at_training: tuple[Site, Site | None] | None = None  # the model's last .eval() before a step in eval mode
     target_path: str | None = None  # which tensor of the batch the loss takes as its target (``batch[1]``)
     input_paths: Any = None  # where the model's arguments come from in the batch (``core.input_paths``)
     trainable: int = 0

@@ -295,7 +295,7 @@ def _visit(search: _Search, name: str, value: Any, path: str | None, owner: str,
     of the attributes of a user-defined object."""
     if id(value) in search.seen or isinstance(value, (type, type(sys))) or depth > MAX_DEPTH:
         return []
-    if _user_object(value):
+    if user_object(value):
         search.seen.add(id(value))
         cls_path = getattr(sys.modules.get(type(value).__module__), "__file__", path)
         return [h for attr, item in vars(value).items() if not attr.startswith("_")
@@ -341,7 +341,7 @@ def _is_array(value: Any) -> bool:
     return ndarray is not None and isinstance(value, ndarray)
 
 
-def _user_object(value: Any) -> bool:
+def user_object(value: Any) -> bool:
     """An instance of a class the user wrote (not a module, tensor or container): its attributes are searched."""
     if isinstance(value, (torch.Tensor, dict, list, tuple, set, str, bytes, int, float, type, *FUNCTIONS)):
         return False

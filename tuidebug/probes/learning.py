@@ -39,7 +39,7 @@ from tuidebug.probes.source import (
     enclosing_function, forced_requires_grad, freezes, grad_off_block, grad_switched_off, guarded_steps, hand_updates,
     in_files, indexed_attributes, keyword_values, module_site, option_defaults, rate_assignments, rate_name,
     returns_nothing, rewrapped, shuffles, unsorted_listings, weight_inits)
-from tuidebug.probes.trials import finite, run_learns, steadily_falling
+from tuidebug.probes.trials import fallen_to, finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site, is_user_file
 
@@ -118,8 +118,8 @@ def _beats(trial: list[float], other: list[float]) -> bool:
 
 def _below(value: float, reference: float) -> bool:
     """``value`` is below ``reference`` by more than (1 - LEARNS) of its size: a clear fall, for a loss of
-    either sign (a negative log-likelihood, NLLLoss on probabilities: -0.035 to -0.036 is no fall)."""
-    return reference - value > (1 - LEARNS) * abs(reference)
+    either sign (``trials.fallen_to``)."""
+    return value < fallen_to(reference, LEARNS)
 
 
 def _head(values: list[float]) -> float:
@@ -912,9 +912,9 @@ def mode(ctx: ProbeContext) -> ProbeOutcome:
     evidence = [f"model.training at steps {', '.join(f'{s}: {t}' for s, t in checks)}",
                 "the model has dropout or batch norm layers" if facts.has_mode_layers else
                 "the model has no dropout or batch norm layers: its mode changes nothing"]
-    site = facts.eval_at_training or facts.eval_sites.get(id(model))
+    site, caller = facts.eval_at_training or facts.eval_sites.get(id(model)) or (None, None)
     if site:
-        evidence.append(f"model.eval() called at {site}")
+        evidence.append(f"model.eval() called at {site}" + (f" (called from {caller})" if caller else ""))
     parts = facts.parts_in_eval() if not evaluating else []
     if parts:
         return _parts_in_eval(ctx, parts, evidence)
@@ -928,24 +928,17 @@ def mode(ctx: ProbeContext) -> ProbeOutcome:
         evidence += [f"replay as written (eval mode): {_curve(as_written)}",
                      f"... in training mode: {_curve(in_train)}"]
         confirmed = _learns(in_train)
-    inner, _, outer = (site or "").partition(" (called from ")
-    if outer:  # a function the loop calls switches the mode (an attack's __call__, a helper) and does not restore it
-        outer = outer.rstrip(")")
-        where = f" (`{_site_text(inner)}` at {inner.split(' ', 1)[0]}, called from {outer}, leaves it in eval mode)"
-        fix = (f"put the model back in training mode after {outer.split(' ', 1)[0]} (model.train() after that call), "
-               f"or make the function restore the mode it found: the eval() at {inner.split(' ', 1)[0]} runs inside "
+    if caller is not None:  # a function the loop calls switches the mode (an attack's __call__) and does not restore it
+        where = f" (`{site.text}` at {site.short}, called from {caller}, leaves it in eval mode)"
+        fix = (f"put the model back in training mode after {caller.short} (model.train() after that call), "
+               f"or make the function restore the mode it found: the eval() at {site.short} runs inside "
                "the training loop")
     else:
         where = f" (model.eval() at {site} is never undone)" if site else ""
         fix = "call model.train() at the start of each training epoch (after evaluating)" + (
-            f": the model.eval() at {site.split(' ', 1)[0]} leaves it in eval mode" if site else "")
+            f": the model.eval() at {site.short} leaves it in eval mode" if site else "")
     return ProbeOutcome(FAIL, f"the model trains in eval mode{where}: dropout is off and batch norm uses its "
                         "running statistics", evidence, fix, data={"cause": "eval_mode_training", "confirmed": confirmed})
-
-
-def _site_text(site: str) -> str:
-    """The source text of a site written as ``file.py:LINE `text```."""
-    return site.split("`")[1] if site.count("`") >= 2 else site
 
 
 def _parts_in_eval(ctx: ProbeContext, parts: list[tuple[str, int]], evidence: list[str]) -> ProbeOutcome:
@@ -955,7 +948,7 @@ def _parts_in_eval(ctx: ProbeContext, parts: list[tuple[str, int]], evidence: li
     in training mode."""
     facts = ctx.run.facts
     names = [name for name, _ in parts]
-    sites = [(name, facts.eval_sites[key]) for name, key in parts if key in facts.eval_sites]
+    sites = [(name, facts.eval_sites[key][0]) for name, key in parts if key in facts.eval_sites]
     evidence.append(f"in eval mode while the model trains, at the last checks: {_names(names)}"
                     + "".join(f"; {name}.eval() called at {site}" for name, site in sites[:2]))
     if not ctx.run.can_replay():
@@ -967,12 +960,12 @@ def _parts_in_eval(ctx: ProbeContext, parts: list[tuple[str, int]], evidence: li
     if not _learns(in_train) or _learns(as_written):
         return ProbeOutcome(PASS, f"{_names(names, 3)} stay in eval mode (frozen statistics): training mode does not "
                             "change the learning", evidence)
-    where = f": the {sites[0][0]}.eval() at {sites[0][1].split(' ', 1)[0]} is never undone" if sites else ""
+    where = f": the {sites[0][0]}.eval() at {sites[0][1].short} is never undone" if sites else ""
     verb = "trains" if len(names) == 1 else "train"
     return ProbeOutcome(FAIL, f"{_names(names, 3)} {verb} in eval mode while the rest of the model trains{where}: "
                         "batch norm there uses its running statistics and dropout is off", evidence,
                         f"call self.{names[0]}.train() after building it (or model.train() at the start of each "
-                        "training epoch)" + (f", or drop the .eval() at {sites[0][1].split(' ', 1)[0]}" if sites else ""),
+                        "training epoch)" + (f", or drop the .eval() at {sites[0][1].short}" if sites else ""),
                         data={"cause": "eval_mode_training", "confirmed": True})
 
 

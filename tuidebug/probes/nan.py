@@ -33,6 +33,7 @@ import torch
 from tuidebug.batches import tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, probe)
+from tuidebug.probes.holders import user_object
 from tuidebug.probes.inputs import data_tensors
 from tuidebug.probes.source import (assignments, calls_named, in_files, keyword_values, rate_argument_sites,
                                     switched_off_clips)
@@ -590,8 +591,7 @@ def _holders_of(tensor: torch.Tensor, frames: list[Any]) -> list[tuple[str, Any,
         for name, value in list(frame.f_locals.items()) + list(frame.f_globals.items()):
             if value is tensor:
                 found.append((name, None, name))
-            elif hasattr(value, "__dict__") and not isinstance(value, (torch.nn.Module, type)) and \
-                    not name.startswith("__") and type(value).__module__ != "builtins":
+            elif user_object(value):
                 found += [(f"{name}.{attr}", value, attr) for attr, held in list(vars(value).items()) if held is tensor]
         if found:
             return found

@@ -84,8 +84,7 @@ class Trial:
         if self.blew_up or len(values) < 4:
             return False
         quarter = max(2, len(values) // 4)
-        first = statistics.median(values[:quarter])  # below 0 (an objective with no floor) the ratio is of |first|
-        return statistics.median(values[-quarter:]) <= first - (1.0 - ratio) * abs(first)
+        return statistics.median(values[-quarter:]) <= fallen_to(statistics.median(values[:quarter]), ratio)
 
     @property
     def final(self) -> float | None:
@@ -167,6 +166,12 @@ def _replay(ctx: ProbeContext, start: Start, adjust: Adjust, steps: int) -> Tria
 
 
 RUN_STEPS = 12
+
+
+def fallen_to(start: float, ratio: float) -> float:
+    """Where a loss that started at ``start`` has fallen by (1 - ratio) of its size: ``ratio * start`` for a
+    loss above 0, and as far below a start under 0 (an objective with no floor: -0.035 to -0.036 is no fall)."""
+    return start - (1.0 - ratio) * abs(start)
 
 
 def run_trend(ctx: ProbeContext) -> tuple[float, float, int] | None:
