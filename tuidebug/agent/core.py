@@ -28,8 +28,8 @@ from tuidebug.agent.client import AgentClient
 from tuidebug.agent.crash import FailedLoss, FailedModule, LoaderShape
 from tuidebug.agent.control import Control
 from tuidebug.agent.facts import Facts, LoaderSeen, SchedulerCalls, sampled, watch_head
-from tuidebug.agent.gradients import (NormSampler, ParameterLists, blocks_host, stacked_norms, total_of, values_of,
-                                     with_dense_grad)
+from tuidebug.agent.gradients import (COST_SMOOTHING, NormSampler, ParameterLists, blocks_host, stacked_norms,
+                                     total_of, values_of, with_dense_grad)
 from tuidebug.agent.kept_batches import KeptBatches
 from tuidebug.agent.memory import process_memory
 from tuidebug.agent.probing import MODEL_CALL, ProbeRuntime, StepInputs
@@ -47,11 +47,13 @@ HISTORY_STEPS = 2048
 MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss the climb to it
 LOADER_RECENT = 2  # a loop fed its latest batch from a DataLoader this few steps ago: it uses one
 MANUAL_PROBES = 32  # backward passes watched for parameters changing without an optimizer
-# A memory reading costs about 2 us (/proc/self/statm; psutil's 18 us elsewhere): every ``memory_every``
-# steps on fast steps, and at every step once a step takes this long (0.1% of it at most). A slow run that
-# runs out of memory after a few dozen steps then still has the readings the growth check needs
-# (facts.GROWTH_SAMPLES over the second half).
-MEMORY_EVERY_STEP_SECONDS = 0.002
+# A memory reading (/proc/self/statm) costs about 1 us in a loop of readings but 20-25 us between training
+# steps (the bench's MLP, 2.5 ms steps: the step's allocations leave the kernel's counters cold). It is taken
+# every ``memory_every`` steps, and at every step once its measured cost is at most MEMORY_SHARE of the step
+# (about 12 ms steps here): a slow run that runs out of memory after a few dozen steps then still has the
+# readings the growth check needs (facts.GROWTH_SAMPLES over the second half).
+MEMORY_SHARE = 0.002
+MEMORY_READ_SECONDS = 25e-6  # the cost assumed until the first reading is timed
 # The optimizer that defines the step hands over to another once that one has stepped this many times
 # in a row with no step of its own: a later stage's (a fine-tune after pre-training, the old optimizer
 # still referenced). A GAN's optimizers take turns, and a WGAN's critic steps 5 times (100 in the
@@ -233,6 +235,7 @@ class Agent:
         self._clip_at: float | None = None
         self._stepped = False
         self._last_step_end: float | None = None  # the first step has no duration of its own
+        self._memory_read_seconds = MEMORY_READ_SECONDS  # running cost of one memory reading (see MEMORY_SHARE)
         self._batch_size: int | None = None
         self._epoch: int | None = None
         self._position: tuple[int | None, int | None] = (None, None)  # batch of the pass, batches in the pass
@@ -1099,10 +1102,7 @@ class Agent:
         self.facts.step_done()
         self.facts.observe_watched(self.watched_step.end())
         self._last_step_end = now
-        slow = record.step_seconds is not None and record.step_seconds >= MEMORY_EVERY_STEP_SECONDS
-        if slow or self.step % max(1, self.config.memory_every) == 0:
-            rss, vms = process_memory()
-            self.facts.record_memory(self.step, rss, record.cuda_allocated, vms)
+        self._read_memory(record)
         self.tracing_outputs = sampled(self.step + 1)
         self._outputs.clear()
         if sampled(self.step):
@@ -1112,6 +1112,16 @@ class Agent:
         self._maybe_checkpoint(record.step_seconds)
         self.control.after_step(self.step)
         self.watched_step.begin(self.step, self.observed.input_size, self._loader_batch())
+
+    def _read_memory(self, record: PendingStep) -> None:
+        """The process's memory at this step boundary, when due (see MEMORY_SHARE)."""
+        cheap = record.step_seconds is not None and self._memory_read_seconds <= MEMORY_SHARE * record.step_seconds
+        if not cheap and self.step % max(1, self.config.memory_every) != 0:
+            return
+        started = time.perf_counter()
+        rss, vms = process_memory()
+        self._memory_read_seconds += COST_SMOOTHING * (time.perf_counter() - started - self._memory_read_seconds)
+        self.facts.record_memory(self.step, rss, record.cuda_allocated, vms)
 
     def _maybe_checkpoint(self, step_seconds: float | None) -> None:
         """While break-on-NaN is armed, keep a recent host copy of the state, so that the NaN probes
