@@ -866,6 +866,9 @@ def test_parts_in_eval_mode_and_a_loss_at_chance_level_are_told_from_healthy_one
     assert facts._at_chance(lambda: [chance] * 60) is None  # starts there: the trend rule's case
     assert facts._at_chance(lambda: [40.0] * 10 + [5.0] * 10 + [chance * 0.9] * 40) is None  # below chance: it learns
     assert facts._at_chance(lambda: came_down[:40]) is None  # too few steps
+    noisy = [40.0] * 10 + [5.0] * 10 + [chance * (1 + 0.025 * (-1) ** i) for i in range(40)]
+    assert "sits at ln(3)" in facts._at_chance(lambda: noisy)  # a batch's mix of classes moves it a little
+    assert facts._at_chance(lambda: [40.0] * 20 + [chance * (0.98 + 0.01 * (-1) ** i) for i in range(40)]) is None
 
 
 def test_gradients_found_non_zero_at_a_first_backward_are_not_stale_when_the_step_resets_them_later() -> None:
