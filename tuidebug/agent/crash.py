@@ -156,6 +156,8 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
         crash.kind, crash.cause = "no_graph", "no_gradient_to_weights"
         crash.findings.append("backward() was called on a loss that does not require grad: no autograd path "
                               "leads from it to any parameter")
+    elif _index_past_size(crash, exc, loader):
+        pass
     elif isinstance(exc, (RuntimeError, ValueError, IndexError)) and SHAPE_MESSAGE.search(str(exc)):
         crash.kind, crash.cause = "shape", "shape_mismatch"
         reshape = _folded_reshape(str(exc), model_batch) or _reshape_finding(str(exc))
@@ -439,6 +441,33 @@ def _single_sample_batch(crash: Crash, failed: FailedModule | None, loader: Load
     crash.fix = (f"pass drop_last=True to the training DataLoader{made} so that its last batch of a single sample "
                  "is skipped (or keep batches above 1 sample another way: a data set size that is not 1 more than a "
                  "multiple of the batch size)")
+
+
+TENSOR_INDEX = re.compile(r"index (-?\d+) is out of bounds for dimension (\d+) with size (\d+)")
+
+
+def _index_past_size(crash: Crash, exc: BaseException, loader: LoaderShape | None) -> bool:
+    """A tensor read at a fixed index it does not have (``x[1]`` of a batch of one). Not a shape mismatch
+    between operands: the line assumes a size, and a batch smaller than the rest (an epoch's last, when the
+    data set is not a multiple of the batch size) has fewer rows."""
+    match = TENSOR_INDEX.search(str(exc))
+    if not isinstance(exc, IndexError) or match is None:
+        return False
+    index, dim, size = (int(group) for group in match.groups())
+    line = crash.site.split(" ")[0] if crash.site else "the failing line"
+    crash.findings.append(f"the line reads index {index} of dimension {dim}, which holds {size} here")
+    crash.fix = (f"at {line}: keep the index below the size of dimension {dim} (bound it by the tensor's own size, "
+                 f"x.size({dim}), rather than a fixed number)")
+    if dim != 0 or loader is None or not loader.dataset_length or not loader.batch_size or loader.drop_last:
+        return True
+    n, b = loader.dataset_length, loader.batch_size
+    if n % b == size < b:
+        made = f" (made at {loader.created.split(' ', 1)[0]})" if loader.created else ""
+        crash.findings.append(f"the DataLoader{made} splits {n} samples into batches of {b}: the last batch of every "
+                              f"epoch holds {n} - {n // b} x {b} = {size}")
+        crash.fix = (f"at {line}: index within the batch's own size (index {index} needs {index + 1} rows; the "
+                     f"epoch's last batch has {size}), or pass drop_last=True to the DataLoader{made}")
+    return True
 
 
 RESHAPE = re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)")
