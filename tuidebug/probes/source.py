@@ -342,7 +342,7 @@ def option_defaults(path: str, option: str) -> list[tuple[Site, str]]:
 
 def freezes(path: str) -> list[Site]:
     """The lines of ``path`` that turn gradients off: ``p.requires_grad = False``,
-    ``m.requires_grad_(False)``, ``nn.Embedding.from_pretrained(w)`` (frozen unless ``freeze=False``), a
+    ``m.requires_grad_(False)``, ``nn.Parameter(w, requires_grad=False)``, ``nn.Embedding.from_pretrained(w)`` (frozen unless ``freeze=False``), a
     call named ``freeze`` (Lightning's ``BaseFinetuning.freeze(modules)`` and ``LightningModule.freeze()``),
     or a call with ``False`` of the file's own function that sets requires_grad (``set_trainable(False)``)."""
     tree = _tree(path)
@@ -365,6 +365,9 @@ def freezes(path: str) -> list[Site]:
             lines.append(Site(path, node.lineno, ""))  # nn.Embedding.from_pretrained freezes by default
         elif isinstance(node, ast.Call) and _name_of(node.func) == "freeze":
             lines.append(Site(path, node.lineno, ""))
+        elif isinstance(node, ast.Call) and _name_of(node.func) == "Parameter" and any(
+                k.arg == "requires_grad" and false(k.value) for k in node.keywords):
+            lines.append(Site(path, node.lineno, ""))  # made frozen: nn.Parameter(w, requires_grad=False)
     lines += flag_setter_calls(path, flag_setters(path), False)
     return sorted(set(lines), key=lambda site: site.line)
 
