@@ -972,18 +972,30 @@ def _parts_in_eval(ctx: ProbeContext, parts: list[tuple[str, int]], evidence: li
 # --- dead units -----------------------------------------------------------------------------
 
 class ReluWatch(OpWatch):
-    """For every ReLU applied by the user's code (functional or a module): the share of units that
-    are zero for every example of the batch."""
+    """For every ReLU applied in the user's code (functional or a module's): the share of units that are
+    zero for every example of the batch, the id of its output, and the layer with parameters that ran
+    last before it (``modules``' record: the one that feeds it)."""
 
     RELUS = {"relu", "relu_", "relu6", "threshold", "hardtanh"}
 
-    def __init__(self) -> None:
+    def __init__(self, modules: ReluLayers | None = None) -> None:
         super().__init__()
-        self.layers: dict[str, float] = {}
+        self.applied: list[tuple[str, float, int, str | None]] = []  # (site, dead share, output id, feeder)
+        self._modules = modules
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
         if name in self.RELUS and isinstance(result, torch.Tensor) and judgeable(result):
-            self.layers.setdefault(str(site), dead_share(result))
+            feeder = self._modules.last if self._modules is not None else None
+            self.applied.append((str(site), dead_share(result), id(result), feeder))
+
+    def functional(self, module_outputs: set[int]) -> dict[str, tuple[float, str | None]]:
+        """The ReLUs applied outside a ReLU module (``torch.relu(self.fc(h))``), by their line: the first
+        one seen on each line, with the layer that feeds it."""
+        found: dict[str, tuple[float, str | None]] = {}
+        for site, share, output, feeder in self.applied:
+            if output not in module_outputs:
+                found.setdefault(site, (share, feeder))
+        return found
 
 
 def judgeable(output: torch.Tensor) -> bool:
@@ -1005,7 +1017,8 @@ class ReluLayers:
     def __init__(self) -> None:
         self.shares: dict[str, float] = {}
         self.feeders: dict[str, str] = {}
-        self._last: str | None = None
+        self.outputs: set[int] = set()  # the ids of the ReLU modules' outputs (alive in the graph meanwhile)
+        self.last: str | None = None
         self._last_relu: tuple[str, torch.Tensor] | None = None
         self.output_relu: str | None = None  # the ReLU whose output the model returns
         self._handles: list[Any] = []
@@ -1020,10 +1033,12 @@ class ReluLayers:
 
     def _relu(self, label: str) -> Callable[..., None]:
         def record(module: torch.nn.Module, args: Any, output: Any) -> None:
+            if isinstance(output, torch.Tensor):
+                self.outputs.add(id(output))
             if isinstance(output, torch.Tensor) and judgeable(output):
                 self.shares.setdefault(label, dead_share(output))
-                if self._last is not None:
-                    self.feeders.setdefault(label, self._last)
+                if self.last is not None:
+                    self.feeders.setdefault(label, self.last)
                 self._last_relu = (label, output)
         return record
 
@@ -1035,7 +1050,7 @@ class ReluLayers:
 
     def _layer(self, name: str) -> Callable[..., None]:
         def record(module: torch.nn.Module, args: Any, output: Any) -> None:
-            self._last = name
+            self.last = name
         return record
 
     def detach(self) -> None:
@@ -1048,14 +1063,19 @@ class ReluLayers:
 def activations(ctx: ProbeContext) -> ProbeOutcome:
     if ctx.run.model is None:
         return ProbeOutcome(INCONCLUSIVE, "no model seen")
-    layers, watch = ReluLayers(), ReluWatch()
+    layers = ReluLayers()
+    watch = ReluWatch(layers)
     try:
         trainer = ctx.trainer
         trainer.reset(ctx.break_state)
         trainer.step(trainer.prepare(), Adjust(mode=lambda: watch, lr_scale=0.0, before_forward=layers.attach))
     finally:
         layers.detach()
-    shares = layers.shares or {f"relu at {site}": share for site, share in watch.layers.items()}
+    shares = dict(layers.shares)
+    for site, (share, feeder) in watch.functional(layers.outputs).items():
+        shares[f"relu at {site}"] = share
+        if feeder is not None:
+            layers.feeders[f"relu at {site}"] = feeder
     if not shares:
         return _vanishing(ctx)
     evidence = [f"{name}: {share:.0%} of its units are zero for every example" for name, share in shares.items()]
@@ -1223,11 +1243,24 @@ def _revived(ctx: ProbeContext, summary: str, evidence: list[str], relu: str, fe
     evidence += [f"replay as written: {_curve(as_written)}", f"... with {feeder}.bias set to 0: {_curve(revived)}"]
     written, fixed = finite(as_written), finite(revived)
     confirmed = bool(written and fixed) and not _learns(as_written) and _below(_tail(fixed), _tail(written))
-    fix = f"initialise {feeder}.bias to zero (nn.init.zeros_)" + (
-        f": the bias is set at {where[0].short} `{where[0].text}`" if where else "") + ", or use nn.LeakyReLU"
+    if where:
+        fix = f"initialise {feeder}.bias to zero (nn.init.zeros_): the bias is set at {where[0].short} `{where[0].text}`, " \
+              "or use nn.LeakyReLU"
+    else:  # nothing set the bias: the updates drove it below every input's pre-activation
+        fix = (f"lower the learning rate{_rate_at(ctx)}: no bias is set by hand, so the units died in training, pushed "
+               f"below 0 for every input by updates too large; or use nn.LeakyReLU")
     if confirmed:
         summary += f"; with {feeder}.bias set to 0 the loss falls ({_curve(revived)})"
     return ProbeOutcome(FAIL, summary, evidence, fix, data={**data, "confirmed": confirmed})
+
+
+def _rate_at(ctx: ProbeContext) -> str:
+    """`` (lr 0.3, the Adam created at train.py:64 `...`)``: the rate the run trains at and where it is given."""
+    rates = sorted({float(g["lr"]) for opt in ctx.run.optimizers for g in opt.param_groups})
+    sites = ctx.run.facts.optimizer_sites
+    parts = ([f"lr {', '.join(f'{rate:g}' for rate in rates[:3])}"] if rates else []) + (
+        [f"the {sites[-1][0]} created at {sites[-1][1]}"] if sites else [])
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 # --- the run's trend and the labels -------------------------------------------------------
