@@ -391,6 +391,9 @@ class Agent:
         if module is not seen.criterion and next(module.parameters(), None) is not None:
             if seen.model is not None and not torch.is_grad_enabled():
                 return  # evaluated, not trained (a checkpoint loaded for the test set): the trained model stays
+            if seen.model is not None and module not in seen.models and \
+                    not any(p.requires_grad for p in module.parameters()):
+                return  # a frozen network beside the model (a perceptual metric's, a teacher): the model stays
             self._new_model(module)  # its own hooks (with kwargs) see this call already
         elif isinstance(module, torch.nn.modules.loss._Loss) and args and not torch.is_inference_mode_enabled():
             found, key = seen.key_in_output(args[0])
@@ -831,24 +834,26 @@ class Agent:
         self._norms = []
         self._take_norms(lambda: with_dense_grad(tensors), primary=True)
 
-    def _report_findings(self) -> None:
+    def _report_findings(self, frames: list[Any] | None = None) -> None:
+        """The findings not reported yet; ``frames``: the loop's frames where they are not on the stack now
+        (a traceback's, after an out-of-memory error)."""
         self.facts.reads.flush()  # the values the checks queued, when the step read nothing else
         for code, text, details in self.facts.new_findings(self.step, lambda: [step.loss for step in list(self.history)]):
             if code == "check_failed":
                 self.event("error", text)
                 continue
             if code in ("graphs_kept", "memory_growth", "container_growth"):
-                details = self._find_leak_holders(any_graph=code == "graphs_kept")
+                details = self._find_leak_holders(code == "graphs_kept", frames)
             self.event("finding", f"{code}: {text}", details)
         for code, text in self.facts.new_suspicions():
             self.event("suspect", f"{code}: {text}")
 
-    def _find_leak_holders(self, any_graph: bool) -> list[str]:
+    def _find_leak_holders(self, any_graph: bool, frames: list[Any] | None = None) -> list[str]:
         """Memory is kept across steps: name what holds it now, while the loop's frames exist. Graphs of
         earlier steps first; with ``any_graph`` (graphs are known to pile up), graphs of this step held
         in containers; else the containers that grow."""
         try:
-            frames, models = self.user_frames(), self.known_models()
+            frames, models = frames or self.user_frames(), self.known_models()
             every = holders.find(frames, models, self.step + 1)
             found = [h for h in every if h.oldest is not None]
             if not found and any_graph:
@@ -871,6 +876,7 @@ class Agent:
         try:
             self.facts.gathered = holders.piled(frames, self.step + 1, max(1, self.facts.outputs_per_step))
             self.facts.held_at_oom = holders.find(frames, self.observed.models, self.step + 1)
+            self._report_findings(frames)  # graphs kept since the last sampled step, with their holders while they exist
         except Exception as exc:  # evidence only: the script's own exception is what matters
             self.event("error", f"could not search the failing frames: {type(exc).__name__}: {exc}")
 
