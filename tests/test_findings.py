@@ -18,7 +18,7 @@ from conftest import SCRIPTS, wait_for
 from tuidebug.agent.facts import Facts, LossCall
 from tuidebug.agent.watched_step import WATCHED_STEP, WatchedStep
 from tuidebug.probes import holders, source
-from tuidebug.probes.held_frozen import frozen_groups
+from tuidebug.probes.held_frozen import frozen_groups, split_frozen
 from tuidebug.probes.learning import rate_not_factor
 from tuidebug.probes.memory import _all_pairs, _batch_power, _kept_more_than, _square_length
 from tuidebug.probes.shape import SilentShapes, _pairwise, _relabelled
@@ -165,6 +165,21 @@ def test_a_batchnorm_given_the_last_batch_of_one_sample_is_a_crash_with_drop_las
     assert "2 (BatchNorm2d) got a batch of 1 in training mode" in crash.findings[0]
     assert "splits 161 samples into batches of 4: the last batch of every epoch holds 161 - 40 x 4 = 1" in crash.findings[1]
     assert crash.fix.startswith("pass drop_last=True to the training DataLoader (made at train.py:46)")
+
+
+def test_a_fixed_index_past_the_last_short_batch_is_a_crash_named_with_the_loader_not_a_shape_mismatch() -> None:
+    from tuidebug.agent.crash import LoaderShape, analyse
+
+    batch = torch.randn(1, 1, 8, 8)
+    with pytest.raises(IndexError) as raised:
+        batch[1, 0:1]
+    crash = analyse(raised.value, None, None, 1, {}, loader=LoaderShape(153, 8, False, "train.py:98 in main"))
+    assert crash.kind == "other" and crash.cause == "exception"
+    assert crash.findings == ["the line reads index 1 of dimension 0, which holds 1 here",
+                              "the DataLoader (made at train.py:98) splits 153 samples into batches of 8: the last "
+                              "batch of every epoch holds 153 - 19 x 8 = 1"]
+    assert "index within the batch's own size (index 1 needs 2 rows; the epoch's last batch has 1), or pass " \
+           "drop_last=True to the DataLoader (made at train.py:98)" in crash.fix
 
 
 def test_a_metrics_states_are_weighed_together_against_the_failed_allocation() -> None:
@@ -932,6 +947,24 @@ def test_a_param_group_frozen_as_a_whole_is_proven_by_turning_it_back_on_and_its
         in result.evidence
 
 
+def test_weights_made_frozen_while_their_layers_biases_train_are_proven_by_turning_them_back_on(start_run) -> None:
+    result = check_at(start_run, "weights_made_frozen.py", "learning.held_frozen", 100)
+
+    assert result.status == "fail" and result.data["cause"] == "frozen_parameters"
+    assert result.summary.startswith("layers train with their weight frozen: `0.weight`, `2.weight`")
+    assert result.fix.startswith("make `0.weight`, `2.weight` trainable: drop the requires_grad=False at "
+                                 "weights_made_frozen.py:10")
+
+
+def test_dead_units_behind_a_functional_relu_are_found_by_its_line_and_the_layer_that_feeds_it(start_run) -> None:
+    result = check_at(start_run, "functional_relu_dies.py", "learning.activations", 30)
+
+    assert result.status == "fail" and result.data["cause"] == "dead_units"
+    assert result.summary.startswith("dead units: 100% of relu at functional_relu_dies.py:15 `theta = torch.relu(")
+    assert "topic feeds it; its bias: mean -50" in "\n".join(result.evidence)
+    assert result.fix.startswith("initialise topic.bias to zero")
+
+
 def test_only_a_group_frozen_as_a_whole_beside_one_that_trains_counts_as_meant_to_train() -> None:
     backbone, head = nn.Linear(4, 4), nn.Linear(4, 2)
     backbone.requires_grad_(False)
@@ -942,6 +975,10 @@ def test_only_a_group_frozen_as_a_whole_beside_one_that_trains_counts_as_meant_t
 
     assert frozen_groups(mixed) == [] and frozen_groups(resting) == [] and frozen_groups(only) == []
     assert frozen_groups(grouped) == [0]
+    names = {id(p): name for name, p in nn.ModuleDict({"backbone": backbone, "head": head}).named_parameters()}
+    assert split_frozen(mixed, names) == []  # a whole part set aside, not a weight frozen beside its bias
+    backbone.bias.requires_grad_(True)
+    assert split_frozen(mixed, names) == [backbone.weight]
 
 
 def test_the_rate_an_optimizer_is_given_is_traced_to_its_assignment_or_its_option_default(tmp_path) -> None:
