@@ -483,7 +483,26 @@ class Agent:
             self.facts.observe_loss(index, function, input, target, self.module_of)
             if index == 0 and self.batches:
                 self.facts.target_path = batch_path_of(target, self.batches[-1].batch)
+            ignored = kwargs.get("ignore_index")
+            if function in ("cross_entropy", "nll_loss") and isinstance(ignored, int) and ignored >= 0:
+                self._observe_ignored(function, target, ignored)
         return target
+
+    def _observe_ignored(self, function: str, target: Any, index: int) -> None:
+        """A class loss that ignores a target index of 0 or more, beside the model's input tokens: does the
+        index also mark real tokens (those that are not the embedding's padding_idx)?"""
+        model, inputs = self.observed.model, self.observed.model_inputs
+        if model is None or inputs is None or not isinstance(target, torch.Tensor) or target.is_floating_point():
+            return
+        padding = next((m.padding_idx for m in model.modules()
+                        if isinstance(m, torch.nn.Embedding) and m.padding_idx is not None), None)
+        tokens = next((t for _, t in tensors_in(inputs) if not t.is_floating_point() and not t.is_complex()
+                       and t.dim() >= 2 and t.numel() == target.numel()), None)
+        if padding is None or tokens is None:
+            return
+        site = user_site()
+        self.facts.observe_ignored(str(site) if site else "?", function, target.detach().reshape(tokens.shape),
+                                   index, tokens.detach(), padding)
 
     def _loss_without_backward(self, input: Any) -> None:
         """Before any backward and step: a training loss with a graph, counted (a loop that never

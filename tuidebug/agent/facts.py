@@ -83,6 +83,13 @@ LIVE_LOSSES_WITHOUT_BACKWARD = 200
 # of 32 a loss a little off ln(C) with its mix of classes (a Lightning encoder left in eval mode: 1.371 to
 # 1.405 around ln 4 = 1.386, median 1.385). A healthy run passes ln(C) on its way down (its median ends
 # below the band), and one that starts at ln(C) (a small init) is left to the trend rule: neither is caught.
+# A class loss told to ignore a target index (ignore_index=k, k >= 0) whose targets hold k at positions
+# where the input is a real token (not the embedding's padding_idx) for at least IGNORED_SHARE of the real
+# tokens (and MIN_IGNORED of them): the padding and a class share the index, and that class is never learned
+# (a tagger's first tag numbered 0 like the padding). A few real tokens with the index are a deliberate
+# "no label" (a subword continuation), hence the share.
+IGNORED_SHARE = 0.05
+MIN_IGNORED = 10
 CHANCE_STEPS = 50
 CHANCE_SPREAD = 0.01
 CHANCE_BAND = 0.03
@@ -150,6 +157,28 @@ class ReorderedView:
     shape: tuple[int, ...]
     base: tuple[int, ...]
     site: Site | None  # the model call
+
+
+@dataclass
+class IgnoredClass:
+    """A class loss's ignore_index met at real tokens: (ignored, real) counts, read later."""
+
+    site: str
+    function: str
+    index: int
+    padding_idx: int
+    ignored: int = 0
+    real: int = 0
+
+    def fill(self, numbers: list[float]) -> None:
+        """(ignored, real) for each way the sequences may run: the one with fewer ignored real tokens."""
+        pairs = [(int(numbers[i]), int(numbers[i + 1])) for i in range(0, len(numbers), 2)]
+        self.ignored, self.real = min(pairs)
+
+    def text(self) -> str:
+        return (f"{self.function} at {self.site} ignores target {self.index} (ignore_index={self.index}), yet "
+                f"{self.ignored} of the {self.real} real tokens inside the sequences (the input there is not the "
+                f"padding_idx {self.padding_idx}) have target {self.index}: a class shares the padding's index and is never learned")
 
 
 @dataclass
@@ -306,6 +335,7 @@ class Facts:
     pairing: Any = None  # ``shape.Pairing``: an op of a hand-written loss that paired (N,) with (N, 1)
     relabel: Any = None  # ``shape.Relabel``: a view that made the batch the first dim without moving the data
     batch_as_sequence: Any = None  # ``shape.BatchAsSequence``: a batch_first=False layer given the batch first
+    ignored_class: IgnoredClass | None = None  # a class loss's ignore_index met at real tokens (see IGNORED_SHARE)
     stale_grads: list[tuple[int, bool]] = field(default_factory=list)  # (step, grads non-zero at its first backward)
     zero_grad_steps: collections.deque = field(default_factory=lambda: collections.deque(maxlen=64))  # a zero_grad ran
     resets: OptimizerResets | None = None  # with several optimizers, each one's gradients followed between its steps
@@ -383,6 +413,7 @@ class Facts:
         for code, check in (("loss_broadcast", self._broadcast), ("one_hot_width", self._one_hot),
                             ("relabelled_view", self._reordered), ("target_range", self._target_range),
                             ("batch_as_sequence", lambda: self.batch_as_sequence and self.batch_as_sequence.text()),
+                            ("ignored_class", self._ignored_class),
                             ("stale_grads", self.never_reset), ("zero_grad_wipes", self._wiped),
                             ("not_in_optimizer", self._not_in_optimizer),
                             ("head_untrained", lambda: self._head_untrained(step)),
@@ -437,6 +468,25 @@ class Facts:
             return None
         return (f"{call.function} at {call.site} gets targets from {call.target_min:g} to {call.target_max:g}: it "
                 "expects probabilities in [0, 1]")
+
+    def _ignored_class(self) -> str | None:
+        found = self.ignored_class
+        if found is None or found.ignored < max(MIN_IGNORED, IGNORED_SHARE * found.real):
+            return None
+        return found.text()
+
+    def observe_ignored(self, site: str, function: str, target: torch.Tensor, index: int, tokens: torch.Tensor,
+                        padding_idx: int) -> None:
+        """A class loss's ``ignore_index`` against the model's input tokens (the target in the same places): how
+        many real tokens (not ``padding_idx``) followed by another real one have the ignored target. The last
+        real token of a sequence is left out: a language model's target there is the next position's, the
+        padding. The sequences may run along the first dimension or the last: the lower count is kept."""
+        counts = torch.stack([count for dim in {0, tokens.dim() - 1}  # either may run along the sequence
+                              for count in _inside_counts(tokens.transpose(dim, -1) != padding_idx,
+                                                          target.transpose(dim, -1) == index)])
+        found = IgnoredClass(site, function, index, padding_idx)
+        self.reads.later([counts], found.fill)
+        self.ignored_class = found
 
     def _one_hot(self) -> str | None:
         site = next((s for s, widths in self.one_hot.items() if len(widths) > 1), None)
@@ -914,6 +964,12 @@ class Facts:
         self.memory.append((step, rss, cuda))
         if vms is not None:
             self.address_space = vms
+
+
+def _inside_counts(real: torch.Tensor, ignored: torch.Tensor) -> list[torch.Tensor]:
+    """Real tokens followed by a real one along the last dimension: those with the ignored target, and all."""
+    inside = real[..., :-1] & real[..., 1:]
+    return [(inside & ignored[..., :-1]).sum(), inside.sum()]
 
 
 def unregistered_modules(model: torch.nn.Module) -> list[str]:

@@ -77,6 +77,8 @@ def operands(ctx: ProbeContext) -> ProbeOutcome:
     outside = facts.probabilities_outside()
     if outside is not None:
         return _probability_targets(outside)
+    if facts.ignored_class is not None and "ignored_class" in facts.reported:
+        return _ignored_class(facts.ignored_class, facts.source_files)
     if facts.pairing is not None:
         return _pairwise(facts.pairing)
     if facts.relabel is not None:
@@ -97,6 +99,22 @@ def operands(ctx: ProbeContext) -> ProbeOutcome:
     return ProbeOutcome(PASS, "no shape error and no loss that broadcasts its input and target",
                         [f"{c.function} at {c.site}: input {shape_text(c.input_shape)}, target "
                          f"{shape_text(c.target_shape) if c.target_shape else '-'}" for c in facts.loss_calls.values()])
+
+
+def _ignored_class(found: Any, files: set[str]) -> ProbeOutcome:
+    """The padding's index is also a class (``facts.IgnoredClass``): the loss ignores that class at every real token."""
+    site = found.site.split(" ", 1)[0]
+    loss_line = set(re.findall(r"\w+", found.site.split(" ", 1)[-1]))
+    padded = sorted(in_files(files, keyword_values, None, "padding_value"),  # the padding of the loss's target first
+                    key=lambda pair: re.match(r"\s*(\w+)\s*=", pair[0].text or "") is None or
+                    re.match(r"\s*(\w+)\s*=", pair[0].text).group(1) not in loss_line)
+    evidence = [found.text()] + [f"padded with {value} at {where}" for where, value in padded[:3]]
+    at = f" at {padded[0][0].short}" if padded else ""
+    return ProbeOutcome(FAIL, f"the loss at {site} ignores index {found.index}, which is also a class: "
+                        f"{found.ignored} of {found.real} real tokens have it and are never learned", evidence,
+                        f"pad the targets with an index no class uses{at} (padding_value=-100, the loss's default "
+                        f"ignore_index) and drop ignore_index={found.index} at {site}; or number the classes from 1",
+                        data={"cause": "target_out_of_range"})
 
 
 class Folds(OpWatch):
