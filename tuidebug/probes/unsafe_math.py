@@ -135,8 +135,10 @@ class ForwardWatch(OpWatch):
         outputs = tensors_of([result])
         if not outputs or name in MASKS:
             return
-        made_nan = _no_nan(inputs) and not _no_nan(outputs)
-        made_inf = _finite(inputs) and not _finite(outputs)
+        # An op given no floating tensor (torch.tensor(v), from_numpy) converts values that already hold
+        # the NaN: it is where the data enters torch, not where the NaN is made.
+        made_nan = bool(inputs) and _no_nan(inputs) and not _no_nan(outputs)
+        made_inf = bool(inputs) and _finite(inputs) and not _finite(outputs)
         if (made_nan or made_inf) and self.first is None:
             value = "NaN" if made_nan else "Inf"
             detail = _single_element(name, args, kwargs) or "; ".join(
