@@ -1081,3 +1081,31 @@ def test_a_rate_held_far_below_the_one_the_optimizer_was_built_with_names_the_li
     assert "the schedule holds it far below the 0.5 the SGD was built with" in result.summary
     assert result.fix.startswith("check the rate computed at warmup_never_ends.py:17 (`lr_now = base_lr * min(1.0, "
                                  "step / 100000)`)")
+
+
+def test_an_ignore_index_that_is_also_a_class_is_found_at_real_tokens_but_not_at_a_language_models_last_one() -> None:
+    tokens = torch.tensor([[5, 6, 7, 8, 0, 0], [9, 4, 3, 0, 0, 0]] * 8)
+    tags = torch.tensor([[0, 2, 0, 1, 0, 0], [1, 0, 2, 0, 0, 0]] * 8)  # tag 0 is a class and the padding
+    tagger = Facts()
+    tagger.observe_ignored("tag.py:9 `loss = ...`", "cross_entropy", tags, 0, tokens, 0)
+    tagger.reads.flush()
+    assert tagger._ignored_class().startswith("cross_entropy at tag.py:9 `loss = ...` ignores target 0 "
+                                              "(ignore_index=0), yet 23 of the 45 real tokens inside the sequences")
+
+    shifted = torch.cat([tokens[:, 1:], torch.zeros(16, 1, dtype=torch.long)], dim=1)  # the next token, padded
+    model = Facts()
+    model.observe_ignored("lm.py:9", "cross_entropy", shifted, 0, tokens, 0)
+    model.reads.flush()
+    assert model.ignored_class.ignored == 0 and model._ignored_class() is None
+    time_major = Facts()
+    time_major.observe_ignored("lm.py:9", "cross_entropy", shifted.T, 0, tokens.T, 0)
+    time_major.reads.flush()
+    assert time_major._ignored_class() is None
+
+
+def test_a_value_that_enters_torch_already_nan_is_not_made_by_the_op_that_converts_it() -> None:
+    watch = ForwardWatch()
+    with watch:
+        torch.tensor(float("nan"))
+        torch.log(torch.zeros(3))
+    assert watch.first is not None and watch.first.op.endswith("log")
