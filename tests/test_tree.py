@@ -242,6 +242,16 @@ def test_a_stall_is_its_own_branch():
     assert preselect(session) == ("stall", "the run made no step for 12s")
 
 
+def test_a_stall_before_any_step_waiting_for_worker_processes_is_no_step_of_this_process_not_a_crash():
+    waiting = "the run made no step for 5s after step 0; the training thread is at train.py:118 `p.join()` in <module>"
+    session = _session_with(Event(kind="stall", message=waiting, time=time.time()), steps=0)
+
+    branch, reason = preselect(session)
+    assert branch == "no_step" and "waits for processes it started" in reason
+    looping = "the run made no step for 5s after step 0; the training thread is at train.py:40 `for x in loader:`"
+    assert preselect(_session_with(Event(kind="stall", message=looping, time=time.time()), steps=0))[0] == "stall"
+
+
 def test_session_memory_is_bounded_for_a_million_steps():
     session = Session("train.py", [])
     for step in range(1, 1_000_001):

@@ -9,6 +9,7 @@ then the trend.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import dataclass
 
@@ -47,6 +48,9 @@ TREND_STEPS = 12
 DIVERGING = 10.0
 NOT_FALLING = 0.95
 OVERFLOW_ERRORS = ("OverflowError", "math range error")
+# A stall before any step on a line that waits for other processes (``p.join()``, ``mp.spawn(...)``,
+# ``pool.map(...)``): the training runs in processes the script started, which the agent is not in.
+WAITS_ON_PROCESSES = re.compile(r"`[^`]*(\.join\(|\bspawn\(|start_processes\(|\.map\(|\.starmap\()[^`]*`")
 
 
 @dataclass
@@ -90,6 +94,9 @@ def preselect(session: Session) -> tuple[str, str]:
     if exception is not None:
         return _classify(exception, crash, trend)
     stall = next((e for e in reversed(events) if e.kind == "stall"), None)
+    if stall is not None and steps == 0 and WAITS_ON_PROCESSES.search(stall.message):
+        return "no_step", (f"{stall.message}: the script's own process trains nothing and waits for processes it "
+                           "started (hogwild workers, a pool); tuidebug watches the process it runs, not those")
     if stall is not None:
         return "stall", stall.message
     end = next((e for e in reversed(events) if e.kind == "script_end"), None)
