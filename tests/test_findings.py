@@ -1087,20 +1087,25 @@ def test_an_ignore_index_that_is_also_a_class_is_found_at_real_tokens_but_not_at
     tokens = torch.tensor([[5, 6, 7, 8, 0, 0], [9, 4, 3, 0, 0, 0]] * 8)
     tags = torch.tensor([[0, 2, 0, 1, 0, 0], [1, 0, 2, 0, 0, 0]] * 8)  # tag 0 is a class and the padding
     tagger = Facts()
-    tagger.observe_ignored("tag.py:9 `loss = ...`", "cross_entropy", tags, 0, tokens, 0)
+    tagger.observe_ignored("tag.py:9 `loss = ...`", "cross_entropy", tags.reshape(-1), 0, [tokens], 0)
     tagger.reads.flush()
     assert tagger._ignored_class().startswith("cross_entropy at tag.py:9 `loss = ...` ignores target 0 "
                                               "(ignore_index=0), yet 23 of the 45 real tokens inside the sequences")
 
     shifted = torch.cat([tokens[:, 1:], torch.zeros(16, 1, dtype=torch.long)], dim=1)  # the next token, padded
     model = Facts()
-    model.observe_ignored("lm.py:9", "cross_entropy", shifted, 0, tokens, 0)
+    model.observe_ignored("lm.py:9", "cross_entropy", shifted, 0, [tokens], 0)
     model.reads.flush()
     assert model.ignored_class.ignored == 0 and model._ignored_class() is None
     time_major = Facts()
-    time_major.observe_ignored("lm.py:9", "cross_entropy", shifted.T, 0, tokens.T, 0)
+    time_major.observe_ignored("lm.py:9", "cross_entropy", shifted.T, 0, [tokens.T], 0)
     time_major.reads.flush()
     assert time_major._ignored_class() is None
+    source = torch.tensor([[5, 6, 7, 8, 9, 4]] * 16)  # a translation's source, longer than its target
+    translation = Facts()
+    translation.observe_ignored("mt.py:9", "cross_entropy", shifted, 0, [source, tokens], 0)
+    translation.reads.flush()
+    assert translation._ignored_class() is None  # the decoder's input is aligned with the target
 
 
 def test_a_value_that_enters_torch_already_nan_is_not_made_by_the_op_that_converts_it() -> None:

@@ -496,13 +496,12 @@ class Agent:
             return
         padding = next((m.padding_idx for m in model.modules()
                         if isinstance(m, torch.nn.Embedding) and m.padding_idx is not None), None)
-        tokens = next((t for _, t in tensors_in(inputs) if not t.is_floating_point() and not t.is_complex()
-                       and t.dim() >= 2 and t.numel() == target.numel()), None)
-        if padding is None or tokens is None:
+        tokens = [t.detach() for _, t in tensors_in(inputs) if not t.is_floating_point() and not t.is_complex()
+                  and t.dim() >= 2 and t.numel() == target.numel()]
+        if padding is None or not tokens:
             return
         site = user_site()
-        self.facts.observe_ignored(str(site) if site else "?", function, target.detach().reshape(tokens.shape),
-                                   index, tokens.detach(), padding)
+        self.facts.observe_ignored(str(site) if site else "?", function, target.detach(), index, tokens, padding)
 
     def _loss_without_backward(self, input: Any) -> None:
         """Before any backward and step: a training loss with a graph, counted (a loop that never

@@ -171,7 +171,7 @@ class IgnoredClass:
     real: int = 0
 
     def fill(self, numbers: list[float]) -> None:
-        """(ignored, real) for each way the sequences may run: the one with fewer ignored real tokens."""
+        """(ignored, real) for each token input and way the sequences may run: the one with the fewest ignored."""
         pairs = [(int(numbers[i]), int(numbers[i + 1])) for i in range(0, len(numbers), 2)]
         self.ignored, self.real = min(pairs)
 
@@ -475,15 +475,17 @@ class Facts:
             return None
         return found.text()
 
-    def observe_ignored(self, site: str, function: str, target: torch.Tensor, index: int, tokens: torch.Tensor,
-                        padding_idx: int) -> None:
-        """A class loss's ``ignore_index`` against the model's input tokens (the target in the same places): how
-        many real tokens (not ``padding_idx``) followed by another real one have the ignored target. The last
-        real token of a sequence is left out: a language model's target there is the next position's, the
-        padding. The sequences may run along the first dimension or the last: the lower count is kept."""
-        counts = torch.stack([count for dim in {0, tokens.dim() - 1}  # either may run along the sequence
+    def observe_ignored(self, site: str, function: str, target: torch.Tensor, index: int,
+                        inputs: list[torch.Tensor], padding_idx: int) -> None:
+        """A class loss's ``ignore_index`` against the model's input tokens (the target in the same places):
+        how many real tokens (not ``padding_idx``) followed by another real one have the ignored target. The
+        last real token of a sequence is left out: a language model's target there is the next position's,
+        the padding. The sequences may run along the first dimension or the last, and of several token
+        inputs (a translation's source and the decoder's own) the one aligned with the target has the fewest:
+        the lowest count is kept."""
+        counts = torch.stack([count for tokens in inputs for dim in {0, tokens.dim() - 1}
                               for count in _inside_counts(tokens.transpose(dim, -1) != padding_idx,
-                                                          target.transpose(dim, -1) == index)])
+                                                          target.reshape(tokens.shape).transpose(dim, -1) == index)])
         found = IgnoredClass(site, function, index, padding_idx)
         self.reads.later([counts], found.fill)
         self.ignored_class = found
