@@ -573,6 +573,10 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(INCONCLUSIVE, "no learning rate seen (no optimizer step)")
     first, last = curve[0][1], curve[-1][1]
     evidence = [f"learning rate: {first:.3g} at step {curve[0][0]}, {last:.3g} at step {curve[-1][0]}"]
+    peak_at = max(range(len(curve)), key=lambda i: curve[i][1])
+    if first == 0 and curve[peak_at][1] > 0:  # a warm-up from 0: the rate's start is where it peaked
+        first, curve = curve[peak_at][1], curve[peak_at:]
+        evidence.append(f"it warmed up from 0 to {first:.3g} at step {curve[0][0]}")
     steps = max(1, curve[-1][0])
     schedules = [f"{c.kind} stepped {c.calls} times in {steps} steps at {c.site}" for c in facts.schedulers.values()]
     evidence += schedules
@@ -602,9 +606,14 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
                 "decay; 1 keeps it), or drop the scheduler", data={"cause": "lr_schedule_decay", "collapsed_at": collapsed})
         if per_step:
             where = per_step[0]
+            made = next((site for kind, site in facts.scheduler_sites if kind == where.kind), None)
+            if made:
+                evidence.append(f"{where.kind} created at {made}")
             fix = (f"step {where.kind} once per epoch, not every batch: move scheduler.step() ({where.site}) out of "
                    "the batch loop" if where.kind in SCHEDULES_PER_EPOCH else
-                   f"size {where.kind} for per-batch steps (its step_size / gamma / total steps)")
+                   f"size {where.kind}" + (f" (created at {made})" if made else "") +
+                   " for per-batch steps: its step_size / total steps count batches (the run made "
+                   f"{curve[-1][0]}), not epochs")
             return ProbeOutcome(FAIL, f"the learning rate decays to nothing: {first:.3g} -> {last:.3g} by step "
                                 f"{curve[-1][0]} ({where.kind} stepped every batch)", evidence, fix,
                                 data={"cause": "lr_schedule_decay", "collapsed_at": collapsed})
