@@ -548,7 +548,7 @@ def precision(ctx: ProbeContext) -> ProbeOutcome:
     if watch.first is None:
         return ProbeOutcome(PASS, "float16 is used, but no float16 op overflowed in the failing step", evidence)
     name, site, detail, dtype = watch.first
-    start = Start(ctx.break_state, 1, "the state at the break")
+    start = start_point(ctx)  # the other checks' start: their trials' losses are compared with this one's
     as_is = run_trial(ctx, start, Adjust())
     in_float32 = run_trial(ctx, start, Adjust(mode=Float32))
     data = {"confirmed": as_is.blew_up and in_float32.holds, "fixed_loss": in_float32.final if in_float32.holds else None}
