@@ -1114,3 +1114,15 @@ def test_a_value_that_enters_torch_already_nan_is_not_made_by_the_op_that_conver
         torch.tensor(float("nan"))
         torch.log(torch.zeros(3))
     assert watch.first is not None and watch.first.op.endswith("log")
+
+
+def test_the_logs_a_script_takes_are_told_apart_from_those_kept_above_zero(tmp_path) -> None:
+    script = tmp_path / "features.py"
+    script.write_text("import numpy as np, torch\n"
+                      "step = np.log(6.4) / 27.0\n"
+                      "mels = np.log(np.maximum(f, 1000.0) / 1000.0)\n"
+                      "safe = torch.log(x + 1e-8)\n"
+                      "clamped = torch.log10(S.clamp_min(1e-5))\n"
+                      "log_S = torch.log10(S)\n"
+                      "z = spec.log()\n")
+    assert [site.line for site in source.unguarded_logs(str(script))] == [6, 7]

@@ -24,7 +24,7 @@ from tuidebug.probes.unsafe_math import FIXES, Culprit, ForwardWatch, display_na
 from tuidebug.probe_api import (FAIL, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext, ProbeOutcome, Trainer,
                                 probe)
 from tuidebug.probes.source import (Unsafe, assignments, divisions, evaluate, in_files, names_of, nan_literals,
-                                    same_data, zero_entries)
+                                    same_data, unguarded_logs, zero_entries)
 from tuidebug.sites import Site
 
 SCAN_SAMPLES = 5000
@@ -388,10 +388,25 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
         name, site = sources.assigned[0]
         fix = (f"drop or fill the NaN/Inf rows of `{name}` where it is made ({site.short}), e.g. "
                f"`{name} = {name}[np.isfinite({name}).reshape(len({name}), -1).all(axis=1)]`, before the Dataset is built")
+    elif logs := _logs_of_zero(ctx, batch):
+        evidence += [f"every non-finite value is -inf, what a log of 0 gives: a log is taken at {site}" for site in logs[:3]]
+        summary += f"; every one is -inf, a log of 0 (a log at {logs[0].short})"
+        fix = (f"at {logs[0]}: keep the log's argument above 0 (`.clamp_min(1e-5)` before it), and find why it is 0 "
+               "for those values (an empty band or bin, a silent frame, a constant feature)")
     else:
         fix = ("clean the data at its source: drop or impute those samples, or assert torch.isfinite(x).all() in "
                "the Dataset's __getitem__ so bad rows fail loudly")
     return ProbeOutcome(FAIL, summary, evidence, fix, data=data)
+
+
+def _logs_of_zero(ctx: ProbeContext, batch: Any) -> list[Site]:
+    """Where the user's code takes a log, when every non-finite value of the failing batch is -inf (no NaN,
+    no +inf): the mark of a log of 0 made while the data was prepared."""
+    values = [t.detach() for _, t in tensors_in(batch) if t.is_floating_point()]
+    if not values or any(bool(torch.isnan(t).any() | torch.isposinf(t).any()) for t in values) or \
+            not any(bool(torch.isneginf(t).any()) for t in values):
+        return []
+    return in_files(ctx.run.facts.source_files, unguarded_logs)
 
 
 def _nan_written(ctx: ProbeContext, dataset: Any) -> list[Site]:

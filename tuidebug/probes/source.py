@@ -267,6 +267,35 @@ def calls_named(path: str, names: set[str], inside_class: str | None = None) -> 
     return next((sites for sites in map(found_in, classes) if sites), None) or found_in(tree)
 
 
+GUARDS = {"maximum", "clip", "clamp", "clamp_min", "clamp_", "clamp_min_", "abs"}
+
+
+def unguarded_logs(path: str) -> list[Site]:
+    """The lines of ``path`` that take a log (``log``, ``log10``, ``log2``) of a variable that nothing keeps
+    above 0: not of constants, not of ``np.maximum(x, m)`` / ``x.clamp_min(eps)``, not of ``x + eps``."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+
+    def guarded(arg: ast.AST) -> bool:
+        if not any(isinstance(node, ast.Name) for node in ast.walk(arg)):
+            return True  # np.log(6.4): a constant
+        if isinstance(arg, ast.Call) and _name_of(arg.func) in GUARDS:
+            return True
+        if isinstance(arg, ast.BinOp) and isinstance(arg.op, (ast.Div, ast.Mult)):
+            return guarded(arg.left)  # np.maximum(f, m) / m
+        return isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add) and (
+            isinstance(arg.right, ast.Constant) or isinstance(arg.left, ast.Constant))
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _name_of(node.func) in ("log", "log10", "log2"):
+            arg = node.args[0] if node.args else node.func.value if isinstance(node.func, ast.Attribute) else None
+            if arg is not None and not guarded(arg):
+                found.append(Site(path, node.lineno, ""))
+    return sorted(set(found), key=lambda site: site.line)
+
+
 def keyword_values(path: str, names: set[str] | None, keyword: str) -> list[tuple[Site, str]]:
     """The calls in ``path`` to a function or class named one of ``names`` (any, for None) that pass
     ``keyword``, each with that argument's source text (``Trainer(precision="16-true")`` gives
