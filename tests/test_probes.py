@@ -214,6 +214,25 @@ def test_a_single_batch_loss_that_rises_while_the_run_falls_is_read_as_the_objec
     assert not rises_while_the_run_falls(context(36.3, 29.8), rising[:3])  # too short to tell
 
 
+def test_a_second_run_judges_the_slow_fall_of_the_whole_first_run_not_its_own_first_steps() -> None:
+    """Bayes by backprop: a loss dominated by its KL term falls slowly over the run; the second run, paused
+    at step 10, has seen only its first steps."""
+    from types import SimpleNamespace
+
+    from tuidebug.probe_api import ProbeOutcome
+    from tuidebug.probes.overfit import weighed_against_the_run
+    from tuidebug.probes.trials import run_losses
+
+    first_run = [7400.0 - 4.0 * step for step in range(240)]
+    second = SimpleNamespace(params={"run_trend": [7345, 6442, 240], "run_losses": first_run},
+                             history=[SimpleNamespace(step=s, loss=7616.0) for s in range(10)],
+                             run=SimpleNamespace(facts=SimpleNamespace(reported=set())))
+    assert run_losses(second) == first_run
+    unfit = ProbeOutcome("fail", "cannot fit one batch: loss 7294 -> 6277", data={"outcome": "cannot_fit"})
+    weighed = weighed_against_the_run(second, unfit)
+    assert weighed.status == "inconclusive" and "the run itself learns" in weighed.summary
+
+
 def test_a_trial_of_an_objective_below_zero_learns_only_when_it_goes_further_down() -> None:
     from tuidebug.probe_api import Adjust
     from tuidebug.probes.trials import Trial

@@ -15,6 +15,7 @@ replay re-runs a bundle's failing case against the (edited) script.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -37,6 +38,7 @@ RERUN_AT = 10  # a second run pauses at this step (or at the first one's non-fin
 # Second runs of the script, in all: a loop without a DataLoader lends its own iterations to the probes, so
 # a short one can end under each probe that trains; each probe gets at most one fresh second run.
 MAX_RERUNS = 5
+RUN_LOSSES = 2048  # the first run's latest losses handed to a probe on a second run (the agent's own history)
 DIAGNOSE_CHECKPOINT_BUDGET = 0.02  # of the training time, for replays that start within the kept batches (agent/core.py)
 STOPPED = ("paused", "ended", "finished", "crashed")
 # A run whose step counter stands still this long (and STALL_FACTOR times its usual step) is stalled.
@@ -237,7 +239,8 @@ class Runs:
                 result.evidence.append(f"not re-run on a live loop: {self.rerun_failed}")
                 return result
             result = run_probe(rerun, self.rerun_session, name, min(timeout, self.deadline.left()),
-                               {"run_trend": self._trend(), "run_findings": self._finding_codes()})
+                               {"run_trend": self._trend(), "run_losses": self._losses(),
+                                "run_findings": self._finding_codes()})
             result.evidence.append(f"run on a second run of the script, paused at step {self.rerun_session.step} "
                                    "(the first one's loop had ended; its file writes went to a scratch folder)")
             self.rerun_spent = bool(result.data.get("needs_loop"))
@@ -252,6 +255,12 @@ class Runs:
         """The first run's loss trend, for a probe on a second run, which has seen only its first steps."""
         trend = loss_trend(self.session)
         return [trend.first, trend.last, trend.steps] if trend is not None else None
+
+    def _losses(self) -> list[float]:
+        """The first run's recent losses, for a probe on a second run (a slow fall is told from a flat loss
+        over the whole run, not over the second run's first steps)."""
+        with self.session.lock:
+            return [y for _, y in list(self.session.loss.recent)[-RUN_LOSSES:] if math.isfinite(y)]
 
     def _rerun(self, fresh: bool) -> ChildRun | None:
         if self.rerun is not None and not fresh:

@@ -25,7 +25,7 @@ from typing import Any
 
 from tuidebug.batches import batch_size_of
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, ProbeContext, ProbeOutcome, probe
-from tuidebug.probes.trials import finite, run_found, run_learns, run_trend, steadily_falling
+from tuidebug.probes.trials import run_found, run_learns, run_losses, run_trend, steadily_falling
 
 RATIO = 0.05
 ABSOLUTE = 0.01
@@ -91,7 +91,7 @@ def weighed_against_the_run(ctx: ProbeContext, outcome: ProbeOutcome) -> ProbeOu
                             "objective is not a fixed function of the batch (a clipped or sampled objective, as in "
                             "reinforcement learning), so one batch cannot be fitted down", outcome.evidence,
                             curve=outcome.curve, data={"outcome": "not_fixed"})
-    if not run_learns(ctx, RUN_FALLS) and not steadily_falling(finite([step.loss for step in ctx.history])):
+    if not run_learns(ctx, RUN_FALLS) and not steadily_falling(run_losses(ctx)):
         return outcome
     first, last, steps = run_trend(ctx)
     return ProbeOutcome(INCONCLUSIVE, outcome.summary.split(";")[0] + f"; but the run itself learns (loss {first:.4g} "

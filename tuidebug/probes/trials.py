@@ -174,6 +174,13 @@ def fallen_to(start: float, ratio: float) -> float:
     return start - (1.0 - ratio) * abs(start)
 
 
+def run_losses(ctx: ProbeContext) -> list[float]:
+    """The run's finite losses, oldest first; a second run of the script, which has seen only its first
+    steps, is handed the first run's (``params["run_losses"]``)."""
+    given = ctx.params.get("run_losses")
+    return [float(v) for v in given] if given else finite([s.loss for s in ctx.history])
+
+
 def run_trend(ctx: ProbeContext) -> tuple[float, float, int] | None:
     """(the median loss of the run's first quarter, of its last quarter, steps); a second run of the
     script, which has seen only its first steps, is handed the first run's (``params["run_trend"]``)."""
