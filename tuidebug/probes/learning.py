@@ -54,6 +54,7 @@ SMALL_UPDATE = 1e-4
 LEARNS = 0.8
 SAME = 0.05
 DEAD_SHARE = 0.9
+IDENTICAL = 1e-6  # two trials whose losses agree this closely trained the same function
 TRIAL_STEPS = 20
 RATE_FACTORS = (10.0, 100.0, 1000.0)
 # A rate proven too low while a schedule (or the script's own group["lr"] = ...) holds it under this share
@@ -235,6 +236,8 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
     missing = facts.partly_reached()
     if facts.backward_without_graph:
         evidence.append(f"backward() was called on a loss that does not require grad at {facts.backward_without_graph}")
+    elif facts.detached_return is not None and missing:
+        return _detached_return(facts.detached_return, missing, evidence)
     elif facts.graph_cuts and missing:
         return _rebuilt_tensor(facts.graph_cuts[0], missing, evidence)
     elif facts.wiped_grads:
@@ -441,7 +444,7 @@ def zero_grad(ctx: ProbeContext) -> ProbeOutcome:
         with_reset = _trial(ctx, Adjust(zero_grad=True))
     except (NeedsLoop, NoPipeline, LoopGone) as gone:
         # What the run's own steps showed stands: their gradients held the previous step's at every check.
-        evidence.append(f"no replay to confirm it: {gone or 'the script ended before the check could borrow its loop'}")
+        evidence.append(f"no replay to confirm it: {str(gone) or 'the script ended before the check could borrow its loop'}")
         as_written = with_reset = []
     else:
         evidence += [f"replay of {len(as_written)} steps as written: {_curve(as_written)}",
@@ -450,9 +453,26 @@ def zero_grad(ctx: ProbeContext) -> ProbeOutcome:
                                          < _tail(finite(as_written) or [math.inf]))
     where = f" before loss.backward() ({facts.backward_site})" if facts.backward_site else " before loss.backward()"
     reset = "optimizer.zero_grad()" if facts.optimizers <= 1 else "each optimizer's zero_grad()"
+    fix = f"call {reset}{where} in every iteration"
+    if ctx.run.hand_updated_parameters():  # no optimizer: the loop updates its weights itself
+        updates = in_files(facts.source_files, hand_updates)
+        evidence += [f"the weights are updated by hand at {site}" for site in updates[:2]]
+        fix = ("zero each weight's gradient after the update by hand" + (f" at {updates[0].short}" if updates else "")
+               + ": `w.grad.zero_()` (or `w.grad = None`) for every weight, in every iteration")
     return ProbeOutcome(FAIL, "gradients are never reset: every step adds to the gradients of all the steps before",
-                        evidence, f"call {reset}{where} in every iteration",
-                        data={"cause": "missing_zero_grad", "confirmed": confirmed})
+                        evidence, fix, data={"cause": "missing_zero_grad", "confirmed": confirmed})
+
+
+def _detached_return(cut: tuple[str, Site], missing: list[str], evidence: list[str]) -> ProbeOutcome:
+    """Some parameters never get a gradient, and the module that holds them returns its output cut from the
+    graph (``.data``, ``.detach()``): the loss computed from that output sends nothing back into the module."""
+    module, site = cut
+    evidence += [f"{', '.join(missing[:6])} got no gradient at the last checks, while the other parameters did",
+                 f"{module}'s forward returns `{site.text}` at {site}"]
+    return ProbeOutcome(FAIL, f"no gradient reaches {module} ({', '.join(missing[:3])}): its forward returns its output "
+                        f"cut from the graph at {site.short}", evidence,
+                        f"at {site.short}, return the tensor itself (drop the `.data` / `.detach()`): the loss computed "
+                        f"from {module}'s output then trains it", data={"cause": "no_gradient_to_weights"})
 
 
 def _rebuilt_tensor(cut: tuple[Site, str], missing: list[str], evidence: list[str]) -> ProbeOutcome:
@@ -1374,6 +1394,16 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
                  f"{real[2]:.4g} -> {real[3]:.4g}",
                  f"labels shuffled: train loss {shuffled[0]:.4g} -> {shuffled[1]:.4g}, held-out batch "
                  f"{shuffled[2]:.4g} -> {shuffled[3]:.4g}"]
+    if all(math.isclose(a, b, rel_tol=IDENTICAL, abs_tol=1e-12) for a, b in zip(real, shuffled)):
+        # The labels' order changes nothing: the model's output does not depend on its input, whatever the labels
+        # (every unit of a layer dead, a constant output). Not a misalignment: the dead-units check says why.
+        evidence.append("labels as given and shuffled train exactly alike: the model's output does not depend on its "
+                        "input")
+        dead = activations(ctx)
+        if dead.status == FAIL:
+            dead.evidence = evidence + dead.evidence
+            return dead
+        return None
     # Memorised: the batches seen fit clearly, or fit somewhat while the held-out batch gets worse (labels
     # that do not follow the inputs are noise to the held-out batch; real ones help it or leave it be).
     memorises = _below(real[1], real[0]) or (real[1] < (1 - SAME) * real[0] and real[3] > (1 + SAME) * real[2])
