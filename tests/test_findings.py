@@ -1126,3 +1126,20 @@ def test_the_logs_a_script_takes_are_told_apart_from_those_kept_above_zero(tmp_p
                       "log_S = torch.log10(S)\n"
                       "z = spec.log()\n")
     assert [site.line for site in source.unguarded_logs(str(script))] == [6, 7]
+
+
+def test_a_forward_that_returns_its_output_cut_from_the_graph_is_found_by_its_line(tmp_path) -> None:
+    script = tmp_path / "decoder.py"
+    script.write_text("class Decoder:\n"
+                      "    def forward(self, h):\n"
+                      "        logits = self.out(h)\n"
+                      "        logits = torch.stack([logits], 1).data\n"
+                      "        return logits\n"
+                      "class Head:\n"
+                      "    def forward(self, h):\n"
+                      "        kept = h.detach()\n"
+                      "        return self.out(h), h.detach()\n"
+                      "    def features(self, h):\n"
+                      "        return h.detach()\n")
+    assert [site.line for site in source.detached_returns(str(script), "Decoder")] == [4]
+    assert source.detached_returns(str(script), "Head") == []  # kept is not returned; a tuple is not a cut return

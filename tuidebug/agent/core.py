@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import inspect
 import math
 import os
 import sys
@@ -37,7 +38,7 @@ from tuidebug.agent.resets import OptimizerResets
 from tuidebug.agent.snapshot import Snapshot
 from tuidebug.agent.watched_step import WatchedStep
 from tuidebug.batches import batch_size_of, map_tensors, tensors_in
-from tuidebug.probes import holders
+from tuidebug.probes import holders, source
 from tuidebug.protocol import Event, Step
 from tuidebug.probe_api import HeldFrame
 from tuidebug.sites import Site, is_user_file, user_callers, user_frame, user_site
@@ -759,6 +760,8 @@ class Agent:
         if self.facts.backward_site is None:
             site = user_site()
             self.facts.backward_site = str(site) if site else "?"
+            if site is not None:  # the loop's file, also where no model is called (weights as plain tensors)
+                self.facts.source_files.add(site.path)
         if not tensor.requires_grad and self.facts.backward_without_graph is None:
             site = user_site()
             self.facts.backward_without_graph = str(site) if site else "?"
@@ -798,11 +801,13 @@ class Agent:
         self.control.break_on_nonfinite(f"non-finite loss {when}", where)
 
     def _check_stale_grads(self) -> None:
-        """At the first backward since the last step, on sampled steps: were the gradients reset?"""
+        """At the first backward since the last step, on sampled steps: were the gradients reset? (By an
+        optimizer's zero_grad, or, in a loop that updates its weights by hand, by ``w.grad.zero_()``.)"""
         model = self.model
-        if model is None or self._primary is None or not sampled(self.step + 1):
+        by_hand = self.hand_updated_parameters()
+        if (model is None and not by_hand) or (self._primary is None and not by_hand) or not sampled(self.step + 1):
             return
-        param = next((p for p in model.parameters() if p.requires_grad), None)
+        param = by_hand[0] if by_hand else next((p for p in model.parameters() if p.requires_grad), None)
         if param is None:
             return
         step, stale_grads = self.step + 1, self.facts.stale_grads
@@ -856,6 +861,7 @@ class Agent:
         """The findings not reported yet; ``frames``: the loop's frames where they are not on the stack now
         (a traceback's, after an out-of-memory error)."""
         self.facts.reads.flush()  # the values the checks queued, when the step read nothing else
+        self._find_detached_return()
         for code, text, details in self.facts.new_findings(self.step, lambda: [step.loss for step in list(self.history)]):
             if code == "check_failed":
                 self.event("error", text)
@@ -865,6 +871,23 @@ class Agent:
             self.event("finding", f"{code}: {text}", details)
         for code, text in self.facts.new_suspicions():
             self.event("suspect", f"{code}: {text}")
+
+    def _find_detached_return(self) -> None:
+        """Parameters that never get a gradient while the others do: does a module that holds them return its
+        output cut from the graph (``return out.data``)? Its innermost such module, in the user's code."""
+        missing, model = self.facts.partly_reached(), self.model
+        if not missing or model is None or self.facts.detached_return is not None:
+            return
+        owners = sorted({name.rsplit(".", 1)[0] for name in missing if "." in name}, key=len, reverse=True)
+        for owner in owners:
+            parts = owner.split(".")
+            for depth in range(len(parts), 0, -1):
+                module = model.get_submodule(".".join(parts[:depth]))
+                path = inspect.getsourcefile(type(module)) if is_user_file(inspect.getfile(type(module))) else None
+                found = source.detached_returns(path, type(module).__name__) if path else []
+                if found:
+                    self.facts.detached_return = (".".join(parts[:depth]), found[0])
+                    return
 
     def _find_leak_holders(self, any_graph: bool, frames: list[Any] | None = None) -> list[str]:
         """Memory is kept across steps: name what holds it now, while the loop's frames exist. Graphs of

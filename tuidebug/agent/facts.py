@@ -398,6 +398,7 @@ class Facts:
     loaders: dict[int, LoaderSeen] = field(default_factory=dict)  # id(DataLoader) -> what was seen of it
     numeric_warnings: list[tuple[Site, str]] = field(default_factory=list)  # numpy's, at the user's lines
     graph_cuts: list[tuple[Site, str]] = field(default_factory=list)  # torch's, where a tensor is rebuilt
+    detached_return: tuple[str, Site] | None = None  # (module, line) whose forward returns .data / .detach()
     reported: set[str] = field(default_factory=set)
     reads: HostReads = field(default_factory=HostReads)  # the values the checks below wait for, read once a step
     head: HeadWatch | None = None  # the output layer's weights as first seen, to tell whether they ever move
@@ -503,7 +504,8 @@ class Facts:
         if self.optimizers > 1:
             return self._carried()
         recent = self.stale_grads[-STALE_CHECKS:]
-        if self.optimizers != 1 or len(recent) < STALE_CHECKS or not all(stale for _, stale in recent):
+        one_update = self.optimizers == 1 or (self.optimizers == 0 and self.manual_updates > 0)  # or by hand
+        if not one_update or len(recent) < STALE_CHECKS or not all(stale for _, stale in recent):
             return None
         if any(step in self.zero_grad_steps for step, _ in recent):
             return None  # reset later in the step: a first backward for something else (an attack's input gradient)
@@ -584,6 +586,10 @@ class Facts:
 
     def _graph_cut(self) -> str | None:
         missing = self.partly_reached()
+        if missing and self.detached_return is not None:
+            module, site = self.detached_return
+            return (f"{', '.join(missing[:4])} never get a gradient, and {module}'s forward returns its output cut "
+                    f"from the graph at {site}")
         if not self.graph_cuts or not missing:
             return None
         site, message = self.graph_cuts[0]

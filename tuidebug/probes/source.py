@@ -267,6 +267,28 @@ def calls_named(path: str, names: set[str], inside_class: str | None = None) -> 
     return next((sites for sites in map(found_in, classes) if sites), None) or found_in(tree)
 
 
+def detached_returns(path: str, class_name: str) -> list[Site]:
+    """The lines of class ``class_name``'s ``forward`` in ``path`` that cut what it returns from the graph:
+    ``return out.detach()``, or ``logits = torch.stack(logits, 1).data`` and then ``return logits``."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+    def cut(value: ast.AST | None) -> bool:
+        return isinstance(value, ast.Attribute) and value.attr == "data" or \
+            isinstance(value, ast.Call) and _name_of(value.func) == "detach"
+
+    found = []
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name):
+        for function in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"):
+            returned = {sub.id for node in ast.walk(function) if isinstance(node, ast.Return) and node.value
+                        for sub in ast.walk(node.value) if isinstance(sub, ast.Name)}
+            for node in ast.walk(function):
+                if isinstance(node, ast.Return) and cut(node.value) or isinstance(node, ast.Assign) and cut(node.value) \
+                        and any(isinstance(t, ast.Name) and t.id in returned for t in node.targets):
+                    found.append(Site(path, node.lineno, ""))  # return out.data, or logits = ....data; return logits
+    return sorted(found, key=lambda site: site.line)
+
+
 GUARDS = {"maximum", "clip", "clamp", "clamp_min", "clamp_", "clamp_min_", "abs"}
 
 
