@@ -30,6 +30,7 @@ from tuidebug.probes.watch import OpWatch, caller_site, op_name, tensors_of
 from tuidebug.sites import Site, is_user_file
 
 EPS = 1e-6  # the safe variant's margin: sqrt(x + eps) and friends; small enough not to change a healthy value
+CHECKPOINT_EXTRA_STEPS = 2  # steps past the failing one the watched replay from a checkpoint may take
 TINY = 1e-12
 EXP_LIMIT = {torch.float16: 10.0, torch.bfloat16: 80.0, torch.float32: 80.0, torch.float64: 700.0}
 MASKS = ("masked_fill", "masked_fill_", "fill_", "fill", "full", "full_like", "new_full", "where", "index_fill",
@@ -365,6 +366,8 @@ def unsafe_math(ctx: ProbeContext) -> ProbeOutcome:
     on_values = OnFailingValues.check(ctx)  # needs no loop: the failing step's own values were kept
     try:
         forward, backward, result = _watched_replay(ctx)
+        if _reproduced(result) is False and forward.first is None and backward.first is None:
+            forward, backward, result = _watched_from_checkpoint(ctx) or (forward, backward, result)
     except (NeedsLoop, LoopGone, NoPipeline) as exc:
         if on_values.culprit is None:
             raise
@@ -412,6 +415,37 @@ def _watched_replay(ctx: ProbeContext) -> tuple[ForwardWatch, BackwardWatch, Any
     finally:
         backward.detach()
     return forward, backward, result
+
+
+def _reproduced(result: Any) -> bool | None:
+    """Whether a replayed step went non-finite as the run did (None: no step was replayed)."""
+    if result is None or result.loss is None:
+        return None
+    return not math.isfinite(result.loss) or not result.grads_finite
+
+
+def _watched_from_checkpoint(ctx: ProbeContext) -> tuple[ForwardWatch, BackwardWatch, Any] | None:
+    """The steps from the checkpoint before the failure replayed under both watches, up to the first that
+    goes non-finite: a failure that needs the run's own random draws (a uniform sample of exactly 0 under a
+    log) comes back only on the draws the checkpoint's random state gives, not on a replay of the last step."""
+    start = start_point(ctx)
+    if start.steps_before <= 1:
+        return None
+    trainer = ctx.trainer
+    batches = trainer.recent_batches() or [trainer.prepare()]
+    trainer.reset(start.snapshot)
+    for index in range(start.steps_before + CHECKPOINT_EXTRA_STEPS):
+        if ctx.cancelled() or ctx.time_left() <= 0:
+            return None
+        forward, backward = ForwardWatch(), BackwardWatch()
+        try:
+            result = trainer.step(batches[(len(batches) - start.steps_before + index) % len(batches)],
+                                  Adjust(mode=lambda: watched(forward), before_backward=backward.attach))
+        finally:
+            backward.detach()
+        if forward.first is not None or backward.first is not None or _reproduced(result):
+            return forward, backward, result
+    return None
 
 
 @dataclass
