@@ -554,10 +554,20 @@ def _module_findings(crash: Crash, failed: FailedModule) -> bool:
         return _rnn_findings(crash, failed, x, inputs[1:] + [v for v in failed.inputs[1:2] if isinstance(v, tuple)])
     if isinstance(module, torch.nn.Embedding) and not x.is_floating_point() and x.numel():
         high = int(x.max())
-        if high >= module.num_embeddings:
+        rows, width = module.num_embeddings, module.embedding_dim
+        if high >= rows and failed.step > 1 and high < width:
+            # The steps before trained on ids that all fit the table; this id is below the embedding's width: one
+            # the model picked from its own outputs (generation), which are embedding_dim wide, not one per id.
+            crash.findings.append(f"{name} has num_embeddings={rows} but got index {high}, after {failed.step - 1} "
+                                  f"training steps whose ids fit: an id picked from the model's own outputs, which "
+                                  f"are {width} wide (its embedding_dim), not {rows}")
+            crash.fix = (f"make the outputs the ids are picked from {rows} wide, one per id: nn.Embedding({rows}, "
+                         f"{rows}) where its rows are the logits, or a last nn.Linear(..., {rows})")
+            return True
+        if high >= rows:
             crash.kind, crash.cause = "shape", "shape_mismatch"
-            crash.findings.append(f"{name} has num_embeddings={module.num_embeddings} but got index {high}")
-            crash.fix = f"size the embedding for every index: nn.Embedding({high + 1}, {module.embedding_dim})"
+            crash.findings.append(f"{name} has num_embeddings={rows} but got index {high}")
+            crash.fix = f"size the embedding for every index: nn.Embedding({high + 1}, {width})"
             return True
     return False
 
