@@ -1143,3 +1143,33 @@ def test_a_forward_that_returns_its_output_cut_from_the_graph_is_found_by_its_li
                       "        return h.detach()\n")
     assert [site.line for site in source.detached_returns(str(script), "Decoder")] == [4]
     assert source.detached_returns(str(script), "Head") == []  # kept is not returned; a tuple is not a cut return
+
+
+def test_an_embedding_fed_an_id_the_model_picked_from_outputs_wider_than_its_table_is_a_crash_named_as_such() -> None:
+    from tuidebug.agent.crash import FailedModule, analyse
+
+    table = nn.Embedding(30, 128)
+    ids = torch.tensor([[3, 103]])
+    with pytest.raises(IndexError) as raised:
+        table(ids)
+    crash = analyse(raised.value, FailedModule(table, "token_embedding_table", [ids], 600), None, 1, {})
+    assert crash.kind == "other" and crash.cause == "exception"
+    assert "after 599 training steps whose ids fit: an id picked from the model's own outputs, which are 128 wide" \
+        in crash.findings[0]
+    assert crash.fix.startswith("make the outputs the ids are picked from 30 wide")
+    first = analyse(raised.value, FailedModule(table, "token_embedding_table", [ids], 1), None, 1, {})
+    assert first.kind == "shape" and first.fix == "size the embedding for every index: nn.Embedding(104, 128)"
+
+
+def test_an_operand_reshaped_just_before_a_pairwise_broadcast_is_the_line_to_change(tmp_path) -> None:
+    from tuidebug.probes.shape import _reshaped_before
+    from tuidebug.sites import Site
+
+    script = tmp_path / "focal.py"
+    script.write_text("def focal(input, target):\n"
+                      "    probs = input.sigmoid()\n"
+                      "    target = target.unsqueeze(dim=1)\n"
+                      "    return -(target * probs.log())\n")
+    site = Site(str(script), 4, "return -(target * probs.log())")
+    assert _reshaped_before(site, "target").line == 3
+    assert _reshaped_before(site, "probs") is None  # set from another tensor: not a reshape of itself
