@@ -39,7 +39,7 @@ from tuidebug.probes.source import (
     enclosing_function, forced_requires_grad, freezes, grad_off_block, grad_switched_off, guarded_steps, hand_updates,
     in_files, indexed_attributes, keyword_values, module_site, option_defaults, rate_assignments, rate_name,
     returns_nothing, rewrapped, shuffles, unsorted_listings, weight_inits)
-from tuidebug.probes.trials import fallen_to, finite, run_learns, run_losses, steadily_falling
+from tuidebug.probes.trials import fallen_to, finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site, is_user_file
 
@@ -1321,7 +1321,7 @@ def _chance(ctx: ProbeContext) -> float | None:
 
 @probe("learning.trend", prefers_copy=True)
 def trend(ctx: ProbeContext) -> ProbeOutcome:
-    losses = run_losses(ctx)
+    losses = finite([s.loss for s in ctx.history])
     if len(losses) < 8:
         return ProbeOutcome(INCONCLUSIVE, f"only {len(losses)} steps with a loss: too few for a trend")
     first, last = _head(losses), _tail(losses)
@@ -1366,7 +1366,7 @@ def levelled_off(losses: list[float]) -> bool:
 def labels(ctx: ProbeContext) -> ProbeOutcome:
     """A run that looks healthy while one batch fits slowly: when its loss has levelled off, do its
     labels follow its inputs (the alignment trial of the trend check)?"""
-    losses = run_losses(ctx)
+    losses = finite([s.loss for s in ctx.history])
     if not levelled_off(losses):
         return ProbeOutcome(PASS, f"the run's loss keeps falling ({_curve(losses)}): not levelled off"
                             if losses else "no loss recorded: nothing to judge")
