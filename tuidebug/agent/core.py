@@ -906,7 +906,8 @@ class Agent:
                 self.facts.leak_spread = next(iter(holders.spread_holders()), None)
         except Exception as exc:  # the search is evidence; it must not disturb the run
             return [f"could not search for what holds them: {type(exc).__name__}: {exc}"]
-        self.facts.leak_holders, self.facts.leak_step = found, self.step
+        if found or not self.facts.leak_holders:  # a later search that finds nothing keeps what an earlier one named
+            self.facts.leak_holders, self.facts.leak_step = found, self.step
         spread = [self.facts.leak_spread.text()] if self.facts.leak_spread is not None else []
         return [h.text() for h in found[:3]] + spread
 
