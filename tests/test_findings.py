@@ -1162,14 +1162,10 @@ def test_an_embedding_fed_an_id_the_model_picked_from_outputs_wider_than_its_tab
 
 
 def test_an_operand_reshaped_just_before_a_pairwise_broadcast_is_the_line_to_change(tmp_path) -> None:
-    from tuidebug.probes.shape import _reshaped_before
-    from tuidebug.sites import Site
-
     script = tmp_path / "focal.py"
     script.write_text("def focal(input, target):\n"
                       "    probs = input.sigmoid()\n"
                       "    target = target.unsqueeze(dim=1)\n"
                       "    return -(target * probs.log())\n")
-    site = Site(str(script), 4, "return -(target * probs.log())")
-    assert _reshaped_before(site, "target").line == 3
-    assert _reshaped_before(site, "probs") is None  # set from another tensor: not a reshape of itself
+    assert source.reshaped_before(str(script), "target", 4).line == 3
+    assert source.reshaped_before(str(script), "probs", 4) is None  # set from another tensor: not a reshape of itself

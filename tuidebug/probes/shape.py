@@ -21,7 +21,7 @@ import torch
 
 from tuidebug.batches import batch_size_of
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome, probe
-from tuidebug.probes.source import assignment_before, assignments, calls_named, in_files, keyword_values
+from tuidebug.probes.source import assignments, calls_named, in_files, keyword_values, reshaped_before
 from tuidebug.probes.watch import OpWatch, tensors_of
 from tuidebug.sites import Site
 
@@ -442,7 +442,7 @@ def _pairwise(found: Pairing) -> ProbeOutcome:
                 "op by op)"]
     fix = f"give both operands at {site.short} the same shape: " + _same_shape(found, predicted, wanted)
     names_on_line = [wanted] if wanted.isidentifier() else list(dict.fromkeys(re.findall(r"[A-Za-z_]\w*", site.text)))
-    reshaped = next(((name, where) for name in names_on_line if (where := _reshaped_before(site, name))), None)
+    reshaped = next(((name, where) for name in names_on_line if (where := reshaped_before(site.path, name, site.line))), None)
     if reshaped is not None:  # an operand was given its extra dim just before: that line is the one to change
         name, where = reshaped
         evidence.append(f"`{name}` is reshaped just before, at {where}")
@@ -455,26 +455,6 @@ def _pairwise(found: Pairing) -> ProbeOutcome:
         FAIL, f"`{found.op}` at {site.short} pairs {predicted} of shape {shape_text(found.prediction)} with {wanted} of "
         f"shape {shape_text(found.target)}: they broadcast to {shape_text(found.result)}, every prediction against "
         "every target, so the loss cannot reach its minimum", evidence, fix, data={"cause": "loss_broadcast"})
-
-
-def _reshaped_before(site: Site, name: str) -> Site | None:
-    """The line just before ``site``, in its function, that sets ``name`` to a reshape of itself
-    (``target = target.unsqueeze(dim=1)``)."""
-    found = assignment_before(site.path, name, site.line)
-    if found is None:
-        return None
-    where, value = found
-    calls = {_name_of_call(node) for node in ast.walk(value) if isinstance(node, ast.Call)}
-    uses_itself = any(isinstance(node, ast.Name) and node.id == name for node in ast.walk(value))
-    return where if uses_itself and calls & RESHAPES_BY_NAME else None
-
-
-def _name_of_call(node: ast.Call) -> str | None:
-    func = node.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-
-
-RESHAPES_BY_NAME = {"unsqueeze", "view", "reshape", "expand", "repeat"}
 
 
 def _same_shape(found: Pairing, predicted: str, wanted: str) -> str:

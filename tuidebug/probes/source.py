@@ -221,6 +221,21 @@ def assignment_before(path: str, name: str, line: int) -> tuple[Site, ast.expr] 
     return (Site(path, found.lineno, ""), found.value) if found is not None else None
 
 
+RESHAPE_CALLS = {"unsqueeze", "view", "reshape", "expand", "repeat"}
+
+
+def reshaped_before(path: str, name: str, line: int) -> Site | None:
+    """The assignment just before ``line``, in its function, that sets ``name`` to a reshape of itself
+    (``target = target.unsqueeze(dim=1)``)."""
+    found = assignment_before(path, name, line)
+    if found is None:
+        return None
+    where, value = found
+    calls = {_name_of(node.func) for node in ast.walk(value) if isinstance(node, ast.Call)}
+    uses_itself = any(isinstance(node, ast.Name) and node.id == name for node in ast.walk(value))
+    return where if uses_itself and calls & RESHAPE_CALLS else None
+
+
 def rate_assignments(path: str) -> list[Site]:
     """The lines of ``path`` that set a param group's rate by hand: ``group["lr"] = ...`` (or ``*=``)."""
     tree = _tree(path)
