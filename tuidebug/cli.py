@@ -96,7 +96,7 @@ def build_diagnose_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", "--max-steps", dest="steps", type=_positive, default=1000, metavar="N",
                         help="the window: stop the run after N optimizer steps (default 1000)")
     parser.add_argument("--seconds", type=_positive, default=15, metavar="S",
-                        help="the window: stop the run after S seconds (default 15)")
+                        help="the window: stop the run after S seconds of the script (default 15)")
     parser.add_argument("--timeout", type=_positive, default=None, metavar="S",
                         help="the deadline for the whole diagnosis: past it, the checks left are skipped and the "
                              f"verdict so far is written, marked partial (default: the window + {PROBE_SECONDS}s)")

@@ -122,6 +122,9 @@ def stopped(session: Session) -> bool:
 def observe(run: ChildRun, session: Session, options: DiagnoseOptions, deadline: Deadline) -> None:
     """Let the run go until it stops by itself (a break, the step window, the end, an exception) or
     the window's seconds pass (then pause it), or it stalls (then say where it is)."""
+    # The window is the script's own time: python's start and torch's import (seconds on a loaded
+    # box) come before the agent's hello and are not counted.
+    wait_until(session, lambda: session.hello is not None or stopped(session), deadline.left() - EXTENSION_LEAVES)
     started = time.monotonic()
     window_end = started + min(options.seconds, deadline.left())
     last_step, last_change, first_gap, between = -1, started, 0.0, 0.0

@@ -302,12 +302,15 @@ class Session:
             self.note("disconnected", f"lost the connection to the agent{whose} before the script ended")
 
     def child_exited(self, returncode: int) -> None:
-        with self.lock:
+        event = Event(kind="exit", message=describe_exit(returncode), time=time.time(), step=self.step)
+        with self.lock:  # one change: whoever sees the exit code (``ended``) sees the exit event too
             self.exit_code = returncode
             self.ended_at = time.monotonic()
             crashed = any(e.kind == "exception" for e in self.events) or returncode < 0
             self.state = "crashed" if crashed else "finished"
-        self.note("exit", describe_exit(returncode))
+            self.events.append(event)
+            self.version += 1
+        self._notify(event.TYPE, event)
 
     # --- reads ----------------------------------------------------------------------------
 
