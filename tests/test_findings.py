@@ -732,6 +732,28 @@ def test_a_view_that_makes_an_rnn_states_batch_the_first_dim_is_told_from_one_af
     assert moved.relabel is None and rows.shape == moved_rows.shape
 
 
+def test_scores_flattened_to_rows_of_classes_before_their_class_dim_is_last_are_a_fold_fixed_by_a_permute() -> None:
+    scores = torch.randn(4, 3, 10, requires_grad=True)
+    frames = torch.randint(0, 3, (40,))
+    with SilentShapes(4) as mixed:
+        log_p = torch.log_softmax(scores, dim=1).reshape(-1, 3)
+        nn.functional.nll_loss(log_p, frames)
+    with SilentShapes(4) as moved:
+        nn.functional.nll_loss(torch.log_softmax(scores, dim=1).permute(0, 2, 1).reshape(-1, 3), frames)
+    with SilentShapes(4) as one_position:
+        nn.functional.cross_entropy(torch.randn(4, 3, 1, requires_grad=True).reshape(-1, 3), frames[:4])
+    with SilentShapes(4) as not_a_loss:
+        torch.log_softmax(scores, dim=1).reshape(-1, 3).sum()
+
+    found = mixed.relabel
+    assert found is not None and (found.before, found.after, found.class_dim, found.loss) == ((4, 3, 10), (40, 3), 1,
+                                                                                            "nll_loss")
+    assert found.site.text == "log_p = torch.log_softmax(scores, dim=1).reshape(-1, 3)"
+    assert moved.relabel is None and one_position.relabel is None and not_a_loss.relabel is None
+    outcome = _relabelled(found)
+    assert outcome.data["cause"] == "batch_folded" and outcome.fix.endswith("x.permute(0, 2, 1).reshape(40, 3)")
+
+
 @pytest.mark.parametrize("layer", [nn.LSTM(5, 6), nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1)])
 def test_a_sequence_first_layer_given_the_loaders_batch_first_is_found_and_one_given_it_second_is_not(layer) -> None:
     width = 5 if isinstance(layer, nn.LSTM) else 8

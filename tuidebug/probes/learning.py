@@ -234,6 +234,9 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
     if ctx.run.optimizers and not facts.backward_total:
         return ProbeOutcome(PASS, "no backward() ran at all: there is no graph to follow (see the step check)", evidence)
     missing = facts.partly_reached()
+    # Some parameters get no gradient at all and the rest only zeros: nothing trains, and the ones with no
+    # path are looked for first (a constraint computed under no_grad), dead units only when no cut is found.
+    starved = bool(missing) and any(len(c[1]) + len(c[2]) >= trainable for c in checks)
     if facts.backward_without_graph:
         evidence.append(f"backward() was called on a loss that does not require grad at {facts.backward_without_graph}")
     elif facts.detached_return is not None and missing:
@@ -243,11 +246,8 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
     elif facts.wiped_grads:
         return ProbeOutcome(PASS, "backward reaches the weights, but a zero_grad() wipes the gradients before the step "
                             "(see the step check)", evidence)
-    elif reached:
-        all_zero = bool(checks) and any(len(c[2]) >= trainable - len(c[1]) for c in checks)
-        flat = _flat_op(ctx, evidence) if all_zero else None
-        return flat or ProbeOutcome(PASS, "the loss's graph reaches the weights" + (
-            ", but their gradients are zero (see the dead-units check)" if all_zero else ""), evidence)
+    elif reached and not starved:
+        return _reached(ctx, checks, trainable, evidence)
     watch = GraphCut()
     try:
         trainer = ctx.trainer
@@ -262,6 +262,8 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
     except (NoPipeline, LoopGone, RuntimeError, ValueError, TypeError) as exc:  # extra evidence: the verdict
         # stands on the gradients the run's own steps got
         evidence.append(f"could not replay a step to find where the graph breaks: {type(exc).__name__}: {exc}")
+    if starved and watch.cut is None:
+        return _reached(ctx, checks, trainable, evidence)
     if watch.cut is not None:
         what, site = watch.cut
         evidence.append(f"the graph is cut by {what} at {site}")
@@ -272,9 +274,9 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
             evidence.append(f"`{block.text}` at {block.short} runs {inside} without gradients")
             summary = (f"no gradient reaches the weights: `{inside.text}` ({inside.short}) runs inside "
                        f"`{block.text}` at {block.short}")
-            fix = (f"take `{inside.text}` ({inside.short}) out of the `{block.text}` block at {block.short}: a frozen "
-                   "module passes gradients on to the layers before it when only its own parameters have "
-                   "requires_grad=False")
+            fix = (f"take `{inside.text}` ({inside.short}) out of the `{block.text}` block at {block.short} (to "
+                   "freeze a module, set requires_grad=False on its parameters instead: gradients still pass through "
+                   "it to the layers before)")
     else:
         summary = "no gradient reaches the weights: the loss does not depend on them through autograd"
         fix = ("compute the loss from the model's output itself: no .detach(), .item(), .data, numpy round trip or "
@@ -295,6 +297,14 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
         fix += f"; and drop `{forced[0].text}` at {forced[0].short}"
     return ProbeOutcome(FAIL, summary, evidence, fix, data={"cause": "no_gradient_to_weights",
                                                              "site": str(watch.cut[1]) if watch.cut else None})
+
+
+def _reached(ctx: ProbeContext, checks: list[tuple], trainable: int, evidence: list[str]) -> ProbeOutcome:
+    """The graph reaches the weights; when their gradients are all zero, an op that is flat where it is used."""
+    all_zero = bool(checks) and any(len(c[2]) >= trainable - len(c[1]) for c in checks)
+    flat = _flat_op(ctx, evidence) if all_zero else None
+    return flat or ProbeOutcome(PASS, "the loss's graph reaches the weights" + (
+        ", but their gradients are zero (see the dead-units check)" if all_zero else ""), evidence)
 
 
 def _forced_loss_grad(facts: Any, read: Callable[[str, str], list[Site]] = forced_requires_grad) -> list[Site]:

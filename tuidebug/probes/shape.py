@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,6 +252,7 @@ VIEWS = {"squeeze", "view", "reshape", "flatten", "ravel", "squeeze_"}
 ELEMENTWISE = {"sub", "add", "mul", "div", "rsub", "__sub__", "__rsub__", "__add__", "__radd__", "__mul__",
                "__rmul__", "__truediv__", "__rtruediv__", "sub_", "add_", "mul_", "div_"}
 OPERATORS = {"sub": ast.Sub, "add": ast.Add, "mul": ast.Mult, "div": ast.Div, "truediv": ast.Div}
+CLASS_LOSSES = {"cross_entropy", "nll_loss"}  # losses that read each row of their input as one position's classes
 KEPT_FLATTENED = 32  # the latest squeezes of the iteration, to say which one made the (N,) prediction
 # The ops of the layers that take (seq, batch, features) unless built with batch_first=True, and those layers.
 # The attention op gets the input as the layer reads it (a batch-first layer has transposed it already);
@@ -291,8 +293,15 @@ class Relabel:
     after: tuple[int, ...]
     batch_dim: int | None = None
     stacked: tuple[int, Site] | None = None  # (k, the line): k tensors of the batch's rows joined along dim 0
+    class_dim: int | None = None  # the source's class dim, which the loss reads from the last dim of the rows
+    loss: str | None = None  # the loss that reads the rows as classes
 
     def text(self) -> str:
+        if self.class_dim is not None:
+            return (f"{self.op} at {self.site} turns {shape_text(self.before)} into {shape_text(self.after)} for "
+                    f"{self.loss}: the classes are dim {self.class_dim} of the source, but each row of the result "
+                    f"takes {self.after[-1]} consecutive values of its last dim ({self.before[-1]} positions), so the "
+                    "loss reads the scores of different positions as one position's classes")
         if self.stacked is not None:
             parts, joined = self.stacked
             return (f"{self.op} at {self.site} reads {shape_text(self.before)}, {parts} blocks of the batch's rows joined "
@@ -331,6 +340,16 @@ def crossed(first: tuple[int, ...], second: tuple[int, ...], result: tuple[int, 
         math.prod(result) == rows * max(math.prod(first), math.prod(second))
 
 
+def _class_dim_split(before: tuple[int, ...], after: tuple[int, ...]) -> int | None:
+    """``after`` is (rows, k) of a tensor laid out in order whose size-k dim is not its last, with more than
+    one value after it: ``.reshape(-1, n_class)`` of (batch, n_class, frames). Each row then holds k
+    consecutive values of the trailing dims, not the k values of that dim. The dim, else None."""
+    if len(after) != 2 or len(before) < 3 or after[1] < 2 or before[-1] == after[1]:
+        return None
+    return next((d for d in range(len(before) - 1) if before[d] == after[1] and math.prod(before[d + 1:]) > 1
+                 and math.prod(before) == after[0] * after[1]), None)
+
+
 def reordered(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
     """``after`` has ``before``'s sizes (leaving out dims of 1) in another order: (640, 20) -> (20, 640, 1)."""
     dims, source = [d for d in after if d != 1], [d for d in before if d != 1]
@@ -358,6 +377,7 @@ class SilentShapes(OpWatch):
         self.batch_as_sequence: BatchAsSequence | None = None
         self._flattened: dict[int, tuple[torch.Tensor, str, Site]] = {}
         self._stacked: dict[int, tuple[torch.Tensor, int, Site]] = {}
+        self._class_rows: dict[int, tuple[torch.Tensor, Relabel]] = {}
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
         if name in SEQUENCE_FIRST and args and isinstance(args[0], torch.Tensor):  # their result is a tuple
@@ -368,6 +388,10 @@ class SilentShapes(OpWatch):
             self._joined(args[0], kwargs.get("dim", args[1] if len(args) > 1 else 0), result, site)
         if name in VIEWS and args and isinstance(args[0], torch.Tensor):
             self._reshaped(name, args[0], result, site)
+        elif name in CLASS_LOSSES and args and isinstance(args[0], torch.Tensor):
+            rows = self._class_rows.get(id(args[0]))
+            if rows is not None and rows[0] is args[0] and self.relabel is None:
+                self.relabel = dataclasses.replace(rows[1], loss=name)
         elif name in ELEMENTWISE and len(args) >= 2 and all(isinstance(a, torch.Tensor) for a in args[:2]):
             self._paired(name, args[0], args[1], result, site)
 
@@ -410,6 +434,9 @@ class SilentShapes(OpWatch):
             if dims and dims[0] == batch and math.prod(dims[1:]) == stacked[1] * math.prod(before[1:]):
                 self.relabel = Relabel(name, site, before, after, stacked=stacked[1:])
                 return
+        classes = _class_dim_split(before, after)
+        if classes is not None and len(self._class_rows) < KEPT_FLATTENED:
+            self._class_rows[id(result)] = (result, Relabel(name, site, before, after, class_dim=classes))
         if reordered(before, after):
             self.relabel = Relabel(name, site, before, after)
         elif batch and batch > 1 and before[0] != batch and after[0] == batch:
@@ -531,6 +558,15 @@ def _order(base: tuple[int, ...], sizes: list[int]) -> list[int]:
 
 def _relabelled(found: Relabel) -> ProbeOutcome:
     site, dim = found.site, found.batch_dim
+    if found.class_dim is not None:
+        order = [d for d in range(len(found.before)) if d != found.class_dim] + [found.class_dim]
+        return ProbeOutcome(
+            FAIL, f"`{found.op}` at {site.short} flattens {shape_text(found.before)} to {shape_text(found.after)} for "
+            f"{found.loss} without moving the class dim ({found.class_dim}) last: each row mixes the scores of "
+            f"{found.after[-1]} different positions", [found.text()],
+            f"move the class dim last before flattening, at {site.short}: "
+            f"x.permute({', '.join(map(str, order))}).reshape({', '.join(map(str, found.after))})",
+            data={"cause": "batch_folded"})
     if found.stacked is not None:
         parts, joined = found.stacked
         return ProbeOutcome(
