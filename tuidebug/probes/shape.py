@@ -12,9 +12,9 @@ the failing row marked, and the reshape that folds the batch dimension if one do
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 import re
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -285,7 +285,8 @@ class Pairing:
 @dataclass
 class Relabel:
     """A view that relabels the data without moving it (``SilentShapes``): it gives the source's sizes in
-    another order, or makes the batch (at ``batch_dim`` of the source) the first dim."""
+    another order, makes the batch (at ``batch_dim`` of the source) the first dim, or flattens scores to
+    rows of classes for a loss while their class dim (``class_dim``) is not the last."""
 
     op: str
     site: Site
@@ -365,7 +366,9 @@ class SilentShapes(OpWatch):
       pairwise term on purpose (a ranking loss, a distance matrix);
     - a view (or reshape) of a tensor laid out in order whose batch is not its first dim, that makes the
       batch the first: ``h.view(batch, -1)`` of an RNN's (layers, batch, hidden) state puts the states of
-      different samples in one row; a ``transpose`` first moves the data.
+      different samples in one row; a ``transpose`` first moves the data;
+    - a ``reshape(-1, n_class)`` of (batch, n_class, frames) scores read by cross_entropy or nll_loss: each
+      row holds consecutive frames of one class, not one frame's classes.
     """
 
     def __init__(self, batch: int | None, loader_batch: int | None = None) -> None:
