@@ -167,6 +167,21 @@ def test_a_batchnorm_given_the_last_batch_of_one_sample_is_a_crash_with_drop_las
     assert crash.fix.startswith("pass drop_last=True to the training DataLoader (made at train.py:46)")
 
 
+def test_a_batchnorm1d_given_features_last_is_a_shape_mismatch_fixed_by_flattening_the_positions() -> None:
+    from tuidebug.agent.crash import FailedModule, analyse
+
+    norm = nn.BatchNorm1d(16).train()
+    regions = torch.randn(4, 6, 16)
+    with pytest.raises(RuntimeError) as raised:
+        norm(regions)
+    crash = analyse(raised.value, FailedModule(norm, "att_embed.0", [regions], 3), None, 4, {})
+
+    assert (crash.kind, crash.cause) == ("shape", "shape_mismatch")
+    assert crash.findings[0] == ("att_embed.0 is BatchNorm1d(16): it normalises dim 1 of its input as 16 features, but "
+                                 "its input (4, 6, 16) has 6 there")
+    assert "x.reshape(-1, 16)" in crash.fix and norm(regions.reshape(-1, 16)).shape == (24, 16)
+
+
 def test_a_fixed_index_past_the_last_short_batch_is_a_crash_named_with_the_loader_not_a_shape_mismatch() -> None:
     from tuidebug.agent.crash import LoaderShape, analyse
 

@@ -88,6 +88,13 @@ def test_pattern_runs_exactly_as_under_python(args: list[str]) -> None:
     assert_losses_reported(plain, agent)
 
 
+def test_optimizer_steps_that_take_callables_get_them_where_the_script_put_them() -> None:
+    plain, agent = run_both(["pat_closures.py"])
+
+    assert_same_run(plain, agent)
+    assert len(re.findall(r"^step \d+ ", plain.stdout, re.MULTILINE)) == 9
+
+
 def test_autocast_and_grad_scaler_report_the_raw_loss_and_skipped_steps() -> None:
     plain, agent = run_both(["pat_amp.py"])
 

@@ -10,6 +10,7 @@ per backward pass once the parameters are seen to change between two of them.
 from __future__ import annotations
 
 import collections
+import functools
 import gc
 import inspect
 import math
@@ -940,20 +941,23 @@ class Agent:
             self.event("optimizer", f"{type(optimizer).__name__} with {groups} param group(s)")
         self._follow_primary(optimizer)
         self._stepped = True
-        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args[0] is the optimizer itself
+        # args[0] is the optimizer itself; a step of its own signature (step(forward, backward)) takes no closure
+        closure = kwargs.get("closure", args[1] if len(args) > 1 and _takes_closure_second(type(optimizer)) else None)
         if not callable(closure):
             self.gradients_ready(optimizer)
             return None
         ran = [False]
 
-        def measured_closure() -> Any:
-            result = closure()
+        def measured_closure(*closure_args: Any, **closure_kwargs: Any) -> Any:
+            result = closure(*closure_args, **closure_kwargs)
             if not ran[0]:
                 ran[0] = True
                 self.gradients_ready(optimizer)
             return result
 
-        return args[:1], {**{k: v for k, v in kwargs.items() if k != "closure"}, "closure": measured_closure}
+        if "closure" in kwargs:
+            return args, {**kwargs, "closure": measured_closure}
+        return (args[0], measured_closure, *args[2:]), kwargs
 
     def _follow_primary(self, optimizer: torch.optim.Optimizer) -> None:
         """The first optimizer to step defines the step, until another steps HANDOVER_STEPS times in a row
@@ -1116,6 +1120,9 @@ class Agent:
             return
         self._clipped.append(total_norm.detach())
         self._clip_at = float(max_norm)
+        if self.facts.clip_site is None:
+            site = user_site()
+            self.facts.clip_site = str(site) if site else "?"
         if self.step and not self._backward_since_step and self.facts.clip_after_step is None:
             site = user_site()  # no backward since the optimizer step: it already applied these gradients
             self.facts.clip_after_step = str(site) if site else "?"
@@ -1207,6 +1214,16 @@ def made_at(sites: list[Site]) -> str:
     if len(sites) > 1 and sites[0].text.startswith("return"):
         return f"{sites[0]} (called from {sites[1]})"
     return str(sites[0])
+
+
+@functools.lru_cache(maxsize=64)
+def _takes_closure_second(optimizer_class: type) -> bool:
+    """Whether the class's step takes a closure as its first argument after self, as torch's optimizers do."""
+    try:
+        parameters = list(inspect.signature(optimizer_class.step).parameters)
+    except (TypeError, ValueError):
+        return True
+    return len(parameters) > 1 and parameters[1] == "closure"
 
 
 def _in_func_transform() -> bool:

@@ -30,7 +30,8 @@ from tuidebug.sites import Site, innermost_user_site, is_user_file, user_frames
 SHAPE_MESSAGE = re.compile(
     r"shape|size mismatch|mat1 and mat2|must match the size|dimension|Expected input batch_size|"
     r"doesn't match the broadcast|cannot be multiplied|Target size|expected input|input.size|hidden|equal size|"
-    r"size of tensor|is invalid for input of size|number of dimensions|same number of|expected .*size", re.I)
+    r"size of tensor|is invalid for input of size|number of dimensions|same number of|expected .*size|"
+    r"should contain \d+ elements not \d+", re.I)
 ALLOCATION = re.compile(r"(?:tried to allocate|Tried to allocate)\s+([\d.]+)\s*([KMGT]?i?B|bytes)", re.I)
 UNITS = {"bytes": 1, "b": 1, "kb": 1e3, "kib": 2**10, "mb": 1e6, "mib": 2**20, "gb": 1e9, "gib": 2**30, "tb": 1e12,
          "tib": 2**40}
@@ -550,6 +551,18 @@ def _module_findings(crash: Crash, failed: FailedModule) -> bool:
             crash.fix = (f"give {name} in_channels={channels}, or feed it (batch, {module.in_channels}, ...) "
                          "(channels first: x.permute(0, 3, 1, 2) for channels-last images)")
             return True
+    if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and x.dim() >= 2 and \
+            x.shape[1] != module.num_features:
+        crash.kind, crash.cause = "shape", "shape_mismatch"
+        features = module.num_features
+        crash.findings.append(f"{name} is {type(module).__name__}({features}): it normalises dim 1 of its input as "
+                              f"{features} features, but its input {shape_text(x.shape)} has {x.shape[1]} there")
+        if x.dim() == 3 and x.shape[-1] == features:
+            crash.fix = (f"the features of {shape_text(x.shape)} are last: give {name} "
+                         f"x.reshape(-1, {features}) and reshape its output back (or x.transpose(1, 2) and back)")
+        else:
+            crash.fix = f"give {name} num_features={x.shape[1]}, or feed it (batch, {features}, ...)"
+        return True
     if isinstance(module, RNN):
         return _rnn_findings(crash, failed, x, inputs[1:] + [v for v in failed.inputs[1:2] if isinstance(v, tuple)])
     if isinstance(module, torch.nn.Embedding) and not x.is_floating_point() and x.numel():

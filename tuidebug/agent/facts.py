@@ -370,6 +370,7 @@ class Facts:
     outputs_per_step: int = 0  # model outputs a step makes (the most seen)
     backward_site: str | None = None
     clip_after_step: str | None = None  # a clip_grad_norm_ that ran after the step that used its gradients
+    clip_site: str | None = None  # the user's line of the first clip_grad_norm_ call
     model_site: Site | None = None  # where the loop calls the model (its first call)
     optimizers: int = 0
     optimizer_sites: list[tuple[str, str]] = field(default_factory=list)  # (type, where it was created)

@@ -186,6 +186,22 @@ class FlatOp(OpWatch):
         return self.found is not None
 
 
+def _clipped_to_zero(ctx: ProbeContext, evidence: list[str]) -> ProbeOutcome | None:
+    """Every gradient is zero and the script clips them with max_norm 0: clip_grad_norm_ scales them by
+    max_norm / total_norm, so the clip itself zeroes them (a max_grad_norm of 0 meant as "no clipping")."""
+    limits = {step.clip_at for step in ctx.history if step.clip_at is not None}
+    if not limits or max(limits) > 0:
+        return None
+    site = ctx.run.facts.clip_site or "?"
+    short = site.split(" ", 1)[0]
+    evidence.append(f"the script clips the gradients with max_norm {max(limits):g} at {site}: clip_grad_norm_ "
+                    "multiplies them by max_norm / total_norm, 0")
+    return ProbeOutcome(FAIL, f"every gradient is scaled to zero: clip_grad_norm_ at {short} is given max_norm "
+                        f"{max(limits):g}", evidence,
+                        f"give clip_grad_norm_ at {short} a positive max_norm (1.0 is usual), or skip the clip when "
+                        "no clipping is meant", data={"cause": "no_gradient_to_weights"})
+
+
 def _flat_op(ctx: ProbeContext, evidence: list[str]) -> ProbeOutcome | None:
     """Every gradient is zero although the graph reaches the weights: an op of zero derivative on the path
     (fake quantisation by torch.round without a straight-through estimator) is the cut, named with its line."""
@@ -302,7 +318,7 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
 def _reached(ctx: ProbeContext, checks: list[tuple], trainable: int, evidence: list[str]) -> ProbeOutcome:
     """The graph reaches the weights; when their gradients are all zero, an op that is flat where it is used."""
     all_zero = bool(checks) and any(len(c[2]) >= trainable - len(c[1]) for c in checks)
-    flat = _flat_op(ctx, evidence) if all_zero else None
+    flat = (_clipped_to_zero(ctx, evidence) or _flat_op(ctx, evidence)) if all_zero else None
     return flat or ProbeOutcome(PASS, "the loss's graph reaches the weights" + (
         ", but their gradients are zero (see the dead-units check)" if all_zero else ""), evidence)
 
