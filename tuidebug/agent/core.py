@@ -248,6 +248,7 @@ class Agent:
         self._scaled: tuple[weakref.ref, torch.Tensor] | None = None
         self._skips_reported = 0
         self._fingerprint: torch.Tensor | None = None
+        self._weights_seen: tuple[int, torch.Tensor] | None = None  # a sampled step and its weights' norms
         self._watched_backwards = 0
         self._leaves: list[torch.Tensor] = []  # without a model: the tensors the loss's graph accumulates into
         self._lightning: weakref.ref | None = None
@@ -939,8 +940,11 @@ class Agent:
             self._find_owner(optimizer)
             groups = len(optimizer.param_groups)
             self.event("optimizer", f"{type(optimizer).__name__} with {groups} param group(s)")
+            site = user_site()
+            self.facts.step_sites[id(optimizer)] = (type(optimizer).__name__, str(site) if site else "?")
         self._follow_primary(optimizer)
         self._stepped = True
+        self.facts.last_stepped[id(optimizer)] = self.step + 1
         # args[0] is the optimizer itself; a step of its own signature (step(forward, backward)) takes no closure
         closure = kwargs.get("closure", args[1] if len(args) > 1 and _takes_closure_second(type(optimizer)) else None)
         if not callable(closure):
@@ -1161,12 +1165,47 @@ class Agent:
         self.tracing_outputs = sampled(self.step + 1)
         self._outputs.clear()
         if sampled(self.step):
+            self._check_weights_move(skipped)
             self._report_findings()
         if self.client is not None:
             self.client.send_metric(record)
         self._maybe_checkpoint(record.step_seconds)
         self.control.after_step(self.step)
         self.watched_step.begin(self.step, self.observed.input_size, self._loader_batch())
+
+    def _check_weights_move(self, skipped: bool) -> None:
+        """At the sampled steps: the model's trainable weights (one fused norm) against the last sampled step's.
+        The same after optimizer steps whose gradients were not all zero, at a rate above zero, none skipped by a
+        GradScaler: the optimizer updates other tensors than the model's (copies of the weights)."""
+        model = self.model
+        if model is None or self.manual_updates or skipped or self._skips_reported or self.facts.weights_still:
+            return
+        params = [p.detach() for p in model.parameters() if p.requires_grad]
+        if not params:
+            return
+        with torch.no_grad():
+            now = torch.stack(torch._foreach_norm(params))
+        previous, self._weights_seen = self._weights_seen, (self.step, now)
+        if previous is None or previous[1].shape != now.shape or not torch.equal(previous[1], now):
+            return
+        checks = [c for c in self.facts.grad_checks if c[0] > previous[0]]
+        moving = bool(checks) and all(len(c[1]) + len(c[2]) < len(params) for c in checks)
+        if moving and any(lr for lr in self._learning_rates() if isinstance(lr, (int, float))) and \
+                self._steps_only_model_or_copies(model, previous[0]):
+            self.facts.weights_still = (previous[0], self.step)
+
+    def _steps_only_model_or_copies(self, model: torch.nn.Module, since: int) -> bool:
+        """Every optimizer that stepped since ``since`` holds the model's parameters or tensors of exactly their
+        shapes (copies): one that trains another model (a later stage, a discriminator) explains still weights."""
+        own = [p for p in model.parameters() if p.requires_grad]
+        ids, shapes = {id(p) for p in own}, sorted(tuple(p.shape) for p in own)
+        for optimizer in self.optimizers:
+            if self.facts.last_stepped.get(id(optimizer), 0) <= since:
+                continue
+            held = [p for group in optimizer.param_groups for p in group["params"]]
+            if not all(id(p) in ids for p in held) and sorted(tuple(p.shape) for p in held) != shapes:
+                return False
+        return True
 
     def _read_memory(self, record: PendingStep) -> None:
         """The process's memory at this step boundary, when due (see MEMORY_SHARE)."""

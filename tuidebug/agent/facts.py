@@ -371,6 +371,9 @@ class Facts:
     backward_site: str | None = None
     clip_after_step: str | None = None  # a clip_grad_norm_ that ran after the step that used its gradients
     clip_site: str | None = None  # the user's line of the first clip_grad_norm_ call
+    weights_still: tuple[int, int] | None = None  # (from, to): sampled steps between which no weight moved
+    step_sites: dict[int, tuple[str, str]] = field(default_factory=dict)  # id(optimizer) -> (its class, its step's line)
+    last_stepped: dict[int, int] = field(default_factory=dict)  # id(optimizer) -> the last step it stepped at
     model_site: Site | None = None  # where the loop calls the model (its first call)
     optimizers: int = 0
     optimizer_sites: list[tuple[str, str]] = field(default_factory=list)  # (type, where it was created)
@@ -420,6 +423,7 @@ class Facts:
                             ("not_in_optimizer", self._not_in_optimizer),
                             ("head_untrained", lambda: self._head_untrained(step)),
                             ("unregistered_modules", self._unregistered), ("no_grad_params", self._no_grad),
+                            ("weights_unchanged", self._weights_unchanged),
                             ("graph_cut", self._graph_cut),
                             ("eval_mode", self._eval_mode), ("loss_input", self._loss_input),
                             ("no_optimizer_step", self._no_step), ("loss_without_backward", self._no_backward),
@@ -566,6 +570,16 @@ class Facts:
     def _last_grad_checks(self) -> list[tuple[int, list[str], list[str]]]:
         """The last two gradient checks after step 1 (the first step may run before every loss is in)."""
         return [c for c in self.grad_checks if c[0] > 1][-2:]
+
+    def _weights_unchanged(self) -> str | None:
+        if self.weights_still is None:
+            return None
+        first, last = self.weights_still
+        steppers = "; ".join(f"{name} steps at {site}" for key, (name, site) in self.step_sites.items()
+                             if self.last_stepped.get(key, 0) > first)
+        return (f"none of the model's {self.trainable} trainable parameter(s) changed from step {first} to step {last}, "
+                f"though the optimizer stepped with non-zero gradients: it updates other tensors (copies of the "
+                f"weights)" + (f" ({steppers})" if steppers else ""))
 
     def _no_grad(self) -> str | None:
         checks = self._last_grad_checks()

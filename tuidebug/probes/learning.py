@@ -438,7 +438,40 @@ def optimizer(ctx: ProbeContext) -> ProbeOutcome:
                 + (" (it was built over another instance)" if facts.optimizer_foreign else ""), evidence,
                 "build the optimizer from the model you train, after creating it (and after moving it to the device): "
                 "optimizer = torch.optim.X(model.parameters(), ...)", data={"cause": "parameters_not_in_optimizer"})
+    if facts.weights_still is not None:
+        return _weights_unchanged(ctx, model, evidence)
     return ProbeOutcome(PASS, "the optimizer holds the model's trainable parameters", evidence)
+
+
+def _weights_unchanged(ctx: ProbeContext, model: Any, evidence: list[str]) -> ProbeOutcome:
+    """The model's weights stayed the same over steps that had gradients: name the optimizer that steps
+    tensors other than the model's (an optimizer restored as a copy, or built over a copy of the model)."""
+    facts = ctx.run.facts
+    first, last = facts.weights_still
+    own = {id(p) for p in model.parameters()}
+    evidence.append(f"none of the model's {facts.trainable} trainable parameters changed from step {first} to step "
+                    f"{last}, while the optimizer stepped with non-zero gradients")
+    foreign = []
+    for optimizer in ctx.run.optimizers:
+        if facts.last_stepped.get(id(optimizer), 0) <= first:  # not one of the steps in question
+            continue
+        name, site = facts.step_sites.get(id(optimizer), (type(optimizer).__name__, "?"))
+        held = [p for group in optimizer.param_groups for p in group["params"]]
+        mine = sum(id(p) in own for p in held)
+        evidence.append(f"{name} steps at {site}: it holds {len(held)} tensor(s), {mine} of them the model's")
+        if held and not mine:
+            foreign.append((name, site))
+    if foreign:
+        name, site = foreign[0]
+        summary = (f"the model's weights never change: {name}, which steps at {site.split(' ', 1)[0]}, updates "
+                   "copies of the weights, not the model's parameters")
+    else:
+        summary = "the model's weights never change although the optimizer steps with non-zero gradients"
+    return ProbeOutcome(FAIL, summary, evidence,
+                        "make the optimizer that steps hold the model's own parameters: build it from "
+                        "model.parameters() after the model is final, and restore a checkpoint into that same "
+                        "optimizer with load_state_dict (an optimizer stored inside another's state comes back as a "
+                        "copy that steps copies)", data={"cause": "parameters_not_in_optimizer"})
 
 
 def _attribute_sites(model: torch.nn.Module, attr: str) -> list[Site]:
