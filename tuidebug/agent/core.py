@@ -61,6 +61,10 @@ MEMORY_READ_SECONDS = 25e-6  # the cost assumed until the first reading is timed
 # still referenced). A GAN's optimizers take turns, and a WGAN's critic steps 5 times (100 in the
 # original's first iterations, after which the critic keeps the count) per step of the generator.
 HANDOVER_STEPS = 20
+# Weights still over steps are a finding only at a rate of at least this share of its peak. Float32 keeps an
+# update down to ~6e-8 of a weight: at 1% of a usual rate (1e-3 -> 1e-5) every update still shows, while the
+# corpus's schedules stepped every batch fall by 10x or more a step, far below it within the 25 steps compared.
+STILL_RATE_SHARE = 0.01
 
 # The agent of this process, for ``tuidebug.watch``; None when not running under tuidebug.
 CURRENT: Agent | None = None
@@ -249,6 +253,7 @@ class Agent:
         self._skips_reported = 0
         self._fingerprint: torch.Tensor | None = None
         self._weights_seen: tuple[int, torch.Tensor] | None = None  # a sampled step and its weights' norms
+        self._peak_rate = 0.0  # the highest learning rate at the sampled steps
         self._watched_backwards = 0
         self._leaves: list[torch.Tensor] = []  # without a model: the tensors the loss's graph accumulates into
         self._lightning: weakref.ref | None = None
@@ -1190,9 +1195,15 @@ class Agent:
             return
         checks = [c for c in self.facts.grad_checks if c[0] > previous[0]]
         moving = bool(checks) and all(len(c[1]) + len(c[2]) < len(params) for c in checks)
-        if moving and any(lr for lr in self._learning_rates() if isinstance(lr, (int, float))) and \
-                self._steps_only_model_or_copies(model, previous[0]):
+        if moving and self._rate_kept() and self._steps_only_model_or_copies(model, previous[0]):
             self.facts.weights_still = (previous[0], self.step)
+
+    def _rate_kept(self) -> bool:
+        """The rate is at least STILL_RATE_SHARE of its peak at the sampled steps: a schedule decayed towards
+        zero (a StepLR stepped every batch) leaves the weights still by itself, the schedule check's case."""
+        rate = max((lr for lr in self._learning_rates() if isinstance(lr, (int, float))), default=0.0)
+        self._peak_rate = max(self._peak_rate, rate)
+        return rate > 0 and rate >= STILL_RATE_SHARE * self._peak_rate and self.facts.lr_collapsed_at is None
 
     def _steps_only_model_or_copies(self, model: torch.nn.Module, since: int) -> bool:
         """Every optimizer that stepped since ``since`` holds the model's parameters or tensors of exactly their
