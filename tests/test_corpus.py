@@ -20,6 +20,9 @@ sys.modules["corpus_run"] = corpus  # dataclasses look their module up while the
 _spec.loader.exec_module(corpus)
 
 FAST = corpus.select(corpus.load_cases(), [], fast=True)
+# One worker runs them all: each worker that ran some would start the module's pool for every case (the
+# fixture reads the session's items), doubling the diagnoses and loading the box under the other tests.
+pytestmark = pytest.mark.xdist_group("corpus")
 
 
 def test_the_quick_subset_spans_every_class():
