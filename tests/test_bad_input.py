@@ -288,12 +288,13 @@ def gone(pid: int) -> bool:
         return True
 
 
-def start_headless(*options: str) -> tuple[subprocess.Popen, int, int]:
-    """tuidebug --headless on a long run; the script's pid and that of a process it started."""
+def start_headless(*options: str, sigint_ignored: bool = False) -> tuple[subprocess.Popen, int, int]:
+    """tuidebug --headless on a long run; the script's pid and that of a process it started. With
+    ``sigint_ignored``, started as `&` in a script starts it: SIGINT ignored, inherited."""
     process = subprocess.Popen(
         [*tuidebug_command(), "--headless", *options, "pat_steps.py", "--steps", "3000", "--sleep", "0.01",
          "--helper"], cwd=SCRIPTS, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+        text=True, preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None)
     ready, _, _ = select.select([process.stdout], [], [], 60)
     line = process.stdout.readline() if ready else ""
     assert line.startswith("pids "), line or "no pids line within 60 s"
@@ -320,7 +321,7 @@ def finish(process: subprocess.Popen, *pids: int) -> tuple[int, str]:
     pytest.param(signal.SIGINT, 130, id="ctrl-c"),
 ])
 def test_stopping_tuidebug_stops_the_script_and_what_it_started(signum: int, exit_code: int) -> None:
-    process, script, helper = start_headless()
+    process, script, helper = start_headless(sigint_ignored=signum == signal.SIGINT)
 
     process.send_signal(signum)
     wait_for(lambda: gone(script) and gone(helper), 30, "the script and its helper to stop")
@@ -333,7 +334,7 @@ def test_stopping_tuidebug_stops_the_script_and_what_it_started(signum: int, exi
 @pytest.mark.fault('tuidebug killed (SIGKILL) with `--stop-on-disconnect`',
                    'the script notices and stops')
 def test_when_tuidebug_dies_the_script_stops_itself_with_stop_on_disconnect() -> None:
-    process, script, helper = start_headless("--stop-on-disconnect")
+    process, script, helper = start_headless("--stop-on-disconnect", sigint_ignored=True)
 
     process.kill()
     wait_for(lambda: gone(script), 30, "the script to notice and stop")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -258,6 +259,8 @@ def list_runs(argv: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     from tuidebug.server import SocketFolderError
 
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # inherited (started with `&` from a script): Ctrl-C
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # must still stop tuidebug and the script
     try:
         return _dispatch(list(sys.argv[1:] if argv is None else argv))
     except SocketFolderError as exc:
