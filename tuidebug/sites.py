@@ -62,6 +62,12 @@ def user_site(frame: FrameType | None = None) -> Site | None:
     return Site(found.f_code.co_filename, found.f_lineno, found.f_code.co_name) if found is not None else None
 
 
+def user_site_text() -> str:
+    """The caller's ``user_site()`` as text, or "?" outside the user's code (a fact noted where it was seen)."""
+    site = user_site(sys._getframe(1))
+    return str(site) if site else "?"
+
+
 def user_frame(frame: FrameType | None = None) -> FrameType | None:
     """The innermost frame of the user's code at or above ``frame`` (the caller's by default)."""
     frame = frame if frame is not None else sys._getframe(1)

@@ -42,7 +42,7 @@ from tuidebug.batches import batch_size_of, map_tensors, tensors_in
 from tuidebug.probes import holders, source
 from tuidebug.protocol import Event, Step
 from tuidebug.probe_api import HeldFrame
-from tuidebug.sites import Site, is_user_file, user_callers, user_frame, user_site
+from tuidebug.sites import Site, is_user_file, user_callers, user_frame, user_site, user_site_text
 
 MAX_LOSSES_PER_STEP = 256
 HISTORY_STEPS = 2048
@@ -508,8 +508,7 @@ class Agent:
                   and t.dim() >= 2 and t.numel() == target.numel()]
         if padding is None or not tokens:
             return
-        site = user_site()
-        self.facts.observe_ignored(str(site) if site else "?", function, target.detach(), index, tokens, padding)
+        self.facts.observe_ignored(user_site_text(), function, target.detach(), index, tokens, padding)
 
     def _loss_without_backward(self, input: Any) -> None:
         """Before any backward and step: a training loss with a graph, counted (a loop that never
@@ -572,13 +571,11 @@ class Agent:
         if not steps or steps[-1] != self.step + 1:
             steps.append(self.step + 1)
         if self._backward_since_step:
-            site = user_site()
-            self._zeroed = (self.facts.backward_total, str(site) if site else "?")
+            self._zeroed = (self.facts.backward_total, user_site_text())
 
     def on_one_hot(self, num_classes: int, width: int) -> None:
         if num_classes == -1:
-            site = user_site()
-            self.facts.one_hot.setdefault(str(site) if site else "?", set()).add(width)
+            self.facts.one_hot.setdefault(user_site_text(), set()).add(width)
 
     def on_scheduler_step(self, scheduler: Any) -> None:
         """``scheduler.step()``: the script's own calls counted, with the line of the first ones. The call a
@@ -591,8 +588,7 @@ class Agent:
         if getattr(scheduler, "_step_count", None) == 0:
             return
         if calls.calls <= 1:
-            site = user_site()
-            calls.site = str(site) if site else "?"
+            calls.site = user_site_text()
         calls.calls += 1
 
     def _new_model(self, module: torch.nn.Module) -> None:
@@ -711,8 +707,7 @@ class Agent:
         self.loaders[id(loader)] = weakref.ref(loader)
         seen = self.facts.loaders.setdefault(id(loader), LoaderSeen(None, None, _shuffles(loader)))
         if seen.iterated is None:
-            site = user_site()
-            seen.iterated = str(site) if site else "?"
+            seen.iterated = user_site_text()
         seen.passes, seen.pass_started = seen.passes + 1, self.step
         self._planned = self.planned_steps()
         if seen.trained and seen.passes == 2:
@@ -770,8 +765,7 @@ class Agent:
             if site is not None:  # the loop's file, also where no model is called (weights as plain tensors)
                 self.facts.source_files.add(site.path)
         if not tensor.requires_grad and self.facts.backward_without_graph is None:
-            site = user_site()
-            self.facts.backward_without_graph = str(site) if site else "?"
+            self.facts.backward_without_graph = user_site_text()
         if self._backward_since_step == 0:
             self._check_stale_grads()
             if self._last_step_end is not None:
@@ -945,8 +939,7 @@ class Agent:
             self._find_owner(optimizer)
             groups = len(optimizer.param_groups)
             self.event("optimizer", f"{type(optimizer).__name__} with {groups} param group(s)")
-            site = user_site()
-            self.facts.step_sites[id(optimizer)] = (type(optimizer).__name__, str(site) if site else "?")
+            self.facts.step_sites[id(optimizer)] = (type(optimizer).__name__, user_site_text())
         self._follow_primary(optimizer)
         self._stepped = True
         self.facts.last_stepped[id(optimizer)] = self.step + 1
@@ -1047,8 +1040,7 @@ class Agent:
         with torch.no_grad():
             if params and bool(torch.stack([p.grad.detach().abs().sum() for p in params]).sum() != 0):
                 return
-        site = user_site()
-        self.facts.wiped_grads.append((self.step + 1, zeroed[1], str(site) if site else "?"))
+        self.facts.wiped_grads.append((self.step + 1, zeroed[1], user_site_text()))
         del self.facts.wiped_grads[:-20]
 
     def _check_finite(self, norms: torch.Tensor | None) -> list[float] | None:
@@ -1130,11 +1122,10 @@ class Agent:
         self._clipped.append(total_norm.detach())
         self._clip_at = float(max_norm)
         if self.facts.clip_site is None:
-            site = user_site()
-            self.facts.clip_site = str(site) if site else "?"
+            self.facts.clip_site = user_site_text()
         if self.step and not self._backward_since_step and self.facts.clip_after_step is None:
-            site = user_site()  # no backward since the optimizer step: it already applied these gradients
-            self.facts.clip_after_step = str(site) if site else "?"
+            # no backward since the optimizer step: it already applied these gradients
+            self.facts.clip_after_step = user_site_text()
 
     # --- steps ----------------------------------------------------------------------------
 
