@@ -259,8 +259,11 @@ def list_runs(argv: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     from tuidebug.server import SocketFolderError
 
-    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # inherited (started with `&` from a script): Ctrl-C
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # must still stop tuidebug and the script
+    # A SIGINT ignored by inheritance (started with `&` from a script) would leave Ctrl-C and --stop-on-disconnect
+    # (interrupt_main) no way to stop tuidebug or the script: with Python's handler here, the script, exec'd from
+    # this process, starts with SIGINT at its default again.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return _dispatch(list(sys.argv[1:] if argv is None else argv))
     except SocketFolderError as exc:

@@ -64,7 +64,6 @@ def main() -> None:
     argv = [config["target"], *config["args"]]
     _name_the_process(config["target"], config["args"])
     survive_closed_pipes(config["target"])
-    _handle_interrupts()
     _dump_stacks_on_signal(config.get("stack_file"))  # before the hello: the TUI signals only a process that said it
     if config.get("marks_probe_output"):
         mark_probe_output()
@@ -99,14 +98,6 @@ def main() -> None:
     if agent.client is not None:
         agent.client.close()
     sys.exit(code)
-
-
-def _handle_interrupts() -> None:
-    """A SIGINT ignored by inheritance (a run started with `&` from a script) would leave no way to stop the
-    script: neither the Ctrl-C tuidebug forwards nor --stop-on-disconnect (interrupt_main) reach it. Python's
-    own handler is put back, as an interactive start has it."""
-    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _config() -> dict:
