@@ -1176,7 +1176,7 @@ class Agent:
         model = self.model
         if model is None or self.manual_updates or skipped or self._skips_reported or self.facts.weights_still:
             return
-        params = [p.detach() for p in model.parameters() if p.requires_grad]
+        params = [p for p in model.parameters() if p.requires_grad]
         if not params:
             return
         with torch.no_grad():
@@ -1186,7 +1186,7 @@ class Agent:
             return
         checks = [c for c in self.facts.grad_checks if c[0] > previous[0]]
         moving = bool(checks) and all(len(c[1]) + len(c[2]) < len(params) for c in checks)
-        if moving and self._rate_kept() and self._steps_only_model_or_copies(model, previous[0]):
+        if moving and self._rate_kept() and self._steps_only_model_or_copies(params, previous[0]):
             self.facts.weights_still = (previous[0], self.step)
 
     def _rate_kept(self) -> bool:
@@ -1196,13 +1196,14 @@ class Agent:
         self._peak_rate = max(self._peak_rate, rate)
         return rate > 0 and rate >= STILL_RATE_SHARE * self._peak_rate and self.facts.lr_collapsed_at is None
 
-    def _steps_only_model_or_copies(self, model: torch.nn.Module, since: int) -> bool:
-        """Every optimizer that stepped since ``since`` holds the model's parameters or tensors of exactly their
-        shapes (copies): one that trains another model (a later stage, a discriminator) explains still weights."""
-        own = [p for p in model.parameters() if p.requires_grad]
+    def _steps_only_model_or_copies(self, own: list[torch.Tensor], since: int) -> bool:
+        """Every optimizer that stepped since ``since`` holds the model's trainable parameters (``own``) or tensors
+        of exactly their shapes (copies): one that trains another model (a later stage, a discriminator) explains
+        still weights."""
         ids, shapes = {id(p) for p in own}, sorted(tuple(p.shape) for p in own)
+        stepped = self.facts.stepped_after(since)
         for optimizer in self.optimizers:
-            if self.facts.last_stepped.get(id(optimizer), 0) <= since:
+            if id(optimizer) not in stepped:
                 continue
             held = [p for group in optimizer.param_groups for p in group["params"]]
             if not all(id(p) in ids for p in held) and sorted(tuple(p.shape) for p in held) != shapes:

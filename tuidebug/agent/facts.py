@@ -571,12 +571,16 @@ class Facts:
         """The last two gradient checks after step 1 (the first step may run before every loss is in)."""
         return [c for c in self.grad_checks if c[0] > 1][-2:]
 
+    def stepped_after(self, step: int) -> set[int]:
+        """The ids of the optimizers that stepped after ``step``."""
+        return {key for key, last in self.last_stepped.items() if last > step}
+
     def _weights_unchanged(self) -> str | None:
         if self.weights_still is None:
             return None
         first, last = self.weights_still
-        steppers = "; ".join(f"{name} steps at {site}" for key, (name, site) in self.step_sites.items()
-                             if self.last_stepped.get(key, 0) > first)
+        stepped = self.stepped_after(first)
+        steppers = "; ".join(f"{name} steps at {site}" for key, (name, site) in self.step_sites.items() if key in stepped)
         return (f"none of the model's {self.trainable} trainable parameter(s) changed from step {first} to step {last}, "
                 f"though the optimizer stepped with non-zero gradients: it updates other tensors (copies of the "
                 f"weights)" + (f" ({steppers})" if steppers else ""))

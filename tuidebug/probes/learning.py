@@ -452,8 +452,9 @@ def _weights_unchanged(ctx: ProbeContext, model: Any, evidence: list[str]) -> Pr
     evidence.append(f"none of the model's {facts.trainable} trainable parameters changed from step {first} to step "
                     f"{last}, while the optimizer stepped with non-zero gradients")
     foreign = []
+    stepped = facts.stepped_after(first)
     for optimizer in ctx.run.optimizers:
-        if facts.last_stepped.get(id(optimizer), 0) <= first:  # not one of the steps in question
+        if id(optimizer) not in stepped:  # not one of the steps in question
             continue
         name, site = facts.step_sites.get(id(optimizer), (type(optimizer).__name__, "?"))
         held = [p for group in optimizer.param_groups for p in group["params"]]
