@@ -85,6 +85,7 @@ def test_the_window_cuts_for_the_budget_only_and_never_below_its_floor():
     for step in range(6, 10):  # small again: the window fills up to its count, and the note goes
         kept.append(_Item(step), torch.zeros(1))
     assert [c.step for c in kept] == [6, 7, 8, 9] and kept.not_kept == ""
+    assert kept.held() == 4 * 4  # the running total follows both ways out: the count's and the budget's
 
 
 def test_the_default_budget_keeps_two_big_batches_and_sixteen_small_ones():

@@ -225,3 +225,39 @@ def test_a_float16_statistic_that_overflowed_before_the_step_is_found_with_what_
     assert not bool(torch.isfinite(centred).all())
     assert holders[0][0] == "stats.mean"
     assert [site.text for site in _assigned_in_class(stats, "mean")] == ["self.mean = data.sum(dim=0) / len(data)"]
+
+
+@pytest.mark.parametrize("optimizer_class", [torch.optim.SGD, torch.optim.Adam])
+def test_the_float32_trial_trains_float32_weights_and_gives_the_run_back_its_float16_ones(optimizer_class):
+    """The trial of a run without .half(): weights, gradients and optimizer state in float32 while it trains;
+    afterwards the run's own dtypes again, and the snapshot restores every value bit for bit."""
+    from tuidebug.agent.snapshot import Snapshot
+    from tuidebug.probes.nan import Float32, WeightsInFloat32
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 1)).half()
+    options = {"momentum": 0.9} if optimizer_class is torch.optim.SGD else {"eps": 1e-4}
+    optimizer = optimizer_class(model.parameters(), lr=0.1, **options)
+    x = torch.randn(16, 4).half()
+
+    def train_step() -> None:
+        optimizer.zero_grad()
+        model(x).float().pow(2).mean().backward()
+        optimizer.step()
+
+    train_step()
+    before = Snapshot.take([model], [optimizer], [])
+    values = {k: v.clone() for k, v in model.state_dict().items()}
+    weights = WeightsInFloat32([optimizer, None])
+    weights(model)
+    with Float32():
+        train_step()
+    trained = {p.dtype for p in model.parameters()} | {s.dtype for state in optimizer.state.values()
+                                                       for key, s in state.items() if key != "step"}
+    weights.put_back()
+    before.restore()
+
+    assert trained == {torch.float32}
+    assert {p.dtype for p in model.parameters()} == {p.grad.dtype for p in model.parameters()} == {torch.float16}
+    assert {s.dtype for state in optimizer.state.values() for key, s in state.items() if key != "step"} == \
+        {torch.float16}
+    assert all(torch.equal(values[k], v) and values[k].dtype == v.dtype for k, v in model.state_dict().items())

@@ -50,6 +50,30 @@ def tensors_in(value: Any, path: str = "batch", depth: int = 0) -> Iterator[tupl
             yield from tensors_in(getattr(value, f.name), f"{path}.{f.name}", depth + 1)
 
 
+def tensors_of(value: Any) -> list[torch.Tensor]:
+    """The tensors ``tensors_in`` finds, in the same order, without their paths: the per-step hooks walk every
+    batch and model call, and a path string per item costs more than the walk."""
+    found: list[torch.Tensor] = []
+    _collect(value, found, 0)
+    return found
+
+
+def _collect(value: Any, found: list[torch.Tensor], depth: int) -> None:
+    if isinstance(value, torch.Tensor):
+        found.append(value)
+    elif depth > MAX_DEPTH:
+        return
+    elif isinstance(value, dict):
+        for item in value.values():
+            _collect(item, found, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _collect(item, found, depth + 1)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            _collect(getattr(value, f.name), found, depth + 1)
+
+
 def tensor_at(batch: Any, path: str) -> torch.Tensor | None:
     """The tensor at ``path`` (as ``tensors_in`` names it) in a batch of the same structure."""
     return next((tensor for found, tensor in tensors_in(batch) if found == path), None)
@@ -57,7 +81,12 @@ def tensor_at(batch: Any, path: str) -> torch.Tensor | None:
 
 def batch_size_of(batch: Any) -> int | None:
     """The leading dimension of the first tensor in a batch of any nesting."""
-    for _, tensor in tensors_in(batch):
+    return first_dim(tensors_of(batch))
+
+
+def first_dim(tensors: list[torch.Tensor]) -> int | None:
+    """The leading dimension of the first of ``tensors`` that has one."""
+    for tensor in tensors:
         if tensor.dim() > 0:
             return int(tensor.shape[0])
     return None
@@ -67,7 +96,7 @@ def cut_whole(batch: Any, size: int | None) -> bool:
     """Every tensor of the batch has ``size`` rows first, so that its first rows are a batch of their own.
     A batch that also holds other tensors (pairs of row indices, a graph's edges, a count) ties them to
     its rows in ways a cut would break."""
-    return size is not None and all(t.dim() > 0 and t.shape[0] == size for _, t in tensors_in(batch))
+    return size is not None and all(t.dim() > 0 and t.shape[0] == size for t in tensors_of(batch))
 
 
 def slice_batch(batch: Any, count: int, size: int | None) -> Any:

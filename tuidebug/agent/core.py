@@ -38,7 +38,7 @@ from tuidebug.agent.probing import MODEL_CALL, ProbeRuntime, StepInputs
 from tuidebug.agent.resets import OptimizerResets
 from tuidebug.agent.snapshot import Snapshot
 from tuidebug.agent.watched_step import WatchedStep
-from tuidebug.batches import batch_size_of, map_tensors, tensors_in
+from tuidebug.batches import batch_size_of, first_dim, map_tensors, tensors_in, tensors_of
 from tuidebug.probes import holders, source
 from tuidebug.protocol import Event, Step
 from tuidebug.probe_api import HeldFrame
@@ -421,8 +421,8 @@ class Agent:
         if torch.is_inference_mode_enabled():
             return None  # an evaluation's inputs are inference tensors: no replay can train on them
         self.observed.model_inputs = (args, kwargs)
-        self.observed.input_size = batch_size_of((args, kwargs))
-        tensors = [t for _, t in tensors_in((args, kwargs))]
+        tensors = tensors_of((args, kwargs))
+        self.observed.input_size = first_dim(tensors)
         self.facts.observe_call_size(tensors, user_site)
         if self.facts.model_site is None:
             self.facts.model_site = user_site()
@@ -1268,9 +1268,11 @@ def _takes_closure_second(optimizer_class: type) -> bool:
     return len(parameters) > 1 and parameters[1] == "closure"
 
 
+_peek_interpreter_stack = getattr(torch._C._functorch, "peek_interpreter_stack", None)
+
+
 def _in_func_transform() -> bool:
-    peek = getattr(torch._C._functorch, "peek_interpreter_stack", None)
-    return peek is not None and peek() is not None
+    return _peek_interpreter_stack is not None and _peek_interpreter_stack() is not None
 
 
 def _shuffles(loader: Any) -> bool:

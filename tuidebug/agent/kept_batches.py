@@ -13,7 +13,7 @@ import collections
 from collections.abc import Iterator
 from typing import Any, Generic, Protocol, TypeVar
 
-from tuidebug.batches import tensors_in
+from tuidebug.batches import tensors_of
 from tuidebug.format import bytes_text
 
 # The default budget: the window costs at most this much beyond the batch the script holds anyway,
@@ -36,7 +36,7 @@ Item = TypeVar("Item", bound=Stepped)
 
 def tensor_bytes(value: Any) -> int:
     """The bytes of the tensors in a batch of any nesting."""
-    return sum(t.numel() * t.element_size() for _, t in tensors_in(value))
+    return sum(t.numel() * t.element_size() for t in tensors_of(value))
 
 
 class KeptBatches(Generic[Item]):
@@ -46,17 +46,25 @@ class KeptBatches(Generic[Item]):
         self.count = count
         self.budget = DEFAULT_BUDGET if budget is None else budget
         self._items: collections.deque[tuple[Item, int]] = collections.deque(maxlen=count)
+        self._held = 0  # the sizes of _items, summed as they come and go (an append runs at every step)
         self._cut_step: int | None = None  # the newest step let go for the budget, not for the count
 
     def append(self, item: Item, value: Any) -> None:
         """Keep ``item``, whose tensors are those of ``value``; let the oldest go past the budget."""
+        if self.count <= 0:
+            return
         size = tensor_bytes(value)
+        if len(self._items) == self.count:
+            self._held -= self._items[0][1]  # the deque lets its oldest go as this one comes
         self._items.append((item, size))
-        while len(self._items) > KEPT_AT_LEAST and self.held() > self.budget:
-            self._cut_step = self._items.popleft()[0].step
+        self._held += size
+        while len(self._items) > KEPT_AT_LEAST and self._held > self.budget:
+            gone, gone_size = self._items.popleft()
+            self._held -= gone_size
+            self._cut_step = gone.step
 
     def held(self) -> int:
-        return sum(size for _, size in self._items)
+        return self._held
 
     @property
     def not_kept(self) -> str:

@@ -504,6 +504,39 @@ class Float32(torch.overrides.TorchFunctionMode):
         return func(*up(args), **{k: up(v) for k, v in (kwargs or {}).items()})
 
 
+class WeightsInFloat32:
+    """The float32 trial's weights (an ``Adjust.before_forward``): the model's float16 and bfloat16 parameters
+    and buffers, with their gradients and optimizer state, held in float32 from the trial's first forward, as in
+    a run without ``model.half()`` (float16 weights would round every update of a float32 computation back).
+    ``put_back`` returns them to their dtypes before anything restores a state: a restore loads values only."""
+
+    def __init__(self, optimizers: list[Any]) -> None:
+        self.optimizers = [o for o in optimizers if o is not None]
+        self.cast: list[tuple[torch.Tensor, torch.dtype]] = []
+
+    def __call__(self, model: torch.nn.Module) -> None:
+        low = [t for t in [*model.parameters(), *model.buffers()] if t.dtype in LOW_PRECISION]
+        self.cast += [(t, t.dtype) for t in low]
+        self._cast(low, [torch.float32] * len(low))
+
+    def put_back(self) -> None:
+        cast, self.cast = self.cast, []
+        self._cast([t for t, _ in cast], [dtype for _, dtype in cast])
+
+    def _cast(self, tensors: list[torch.Tensor], dtypes: list[torch.dtype]) -> None:
+        if not tensors:
+            return
+        with torch.no_grad():
+            for tensor, dtype in zip(tensors, dtypes):
+                tensor.data = tensor.data.to(dtype)
+                if tensor.grad is not None:
+                    tensor.grad = tensor.grad.to(dtype)
+        ids = {id(t) for t in tensors}
+        for optimizer in self.optimizers:  # its load_state_dict casts the state to each parameter's dtype
+            if any(id(p) in ids for group in optimizer.param_groups for p in group["params"]):
+                optimizer.load_state_dict(optimizer.state_dict())
+
+
 @probe("nan.precision")
 def precision(ctx: ProbeContext) -> ProbeOutcome:
     model = ctx.run.model
@@ -550,13 +583,30 @@ def precision(ctx: ProbeContext) -> ProbeOutcome:
     name, site, detail, dtype = watch.first
     start = start_point(ctx)  # the other checks' start: their trials' losses are compared with this one's
     as_is = run_trial(ctx, start, Adjust())
-    in_float32 = run_trial(ctx, start, Adjust(mode=Float32))
-    data = {"confirmed": as_is.blew_up and in_float32.holds, "fixed_loss": in_float32.final if in_float32.holds else None}
+    weights = WeightsInFloat32([*ctx.run.optimizers, getattr(ctx.trainer, "optimizer", None)])
+    try:
+        in_float32 = run_trial(ctx, start, Adjust(mode=Float32, before_forward=weights))
+    finally:
+        weights.put_back()
+    # With the loss not climbing before the failure, the run's own history shows that its rate learns: the
+    # float32 trial, at that rate, need only remove the blow-up (20 steps at a high rate are too noisy to
+    # show a fall). The overflow is then the cause itself, as in the update's case above (a lower rate only
+    # slows the values' way to it).
+    climbing = loss_diverging(history(ctx)[0])
+    past = len(in_float32.losses) >= len(as_is.losses)  # went on past where the replay as written blew up
+    removed = in_float32.holds or (not climbing and past and not in_float32.blew_up)
+    confirmed = as_is.blew_up and removed
+    data = {"confirmed": confirmed, "fixed_loss": in_float32.final if in_float32.holds else None,
+            "definitive": confirmed and not climbing}
     if dtype == torch.bfloat16:
         return _bfloat16_rounding(ctx, name, site, detail, evidence + [
             f"replay as written: {as_is.describe()}", f"... computed in float32: {in_float32.describe()}"], data)
     evidence.append(f"first float16 overflow: {name} at {site} ({detail}, float16 tops out at {FLOAT16_MAX:g})")
     evidence += [f"replay as written: {as_is.describe()}", f"... computed in float32: {in_float32.describe()}"]
+    if confirmed:
+        evidence.append("the loss was climbing before the failure: the rate may drive the values there" if climbing
+                        else "the loss was not climbing before the failure: the op overflowed float16 at the run's "
+                        "own rate, and float32 weights and ops remove it")
     return ProbeOutcome(
         FAIL, f"float16 overflow: {name} at {site.short} goes past {FLOAT16_MAX:g}", evidence,
         origin.fix if origin is not None else "keep the model in float32 (no model.half()) and train under "
