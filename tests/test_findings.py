@@ -6,8 +6,12 @@ LambdaLR that returns a rate, and the one-example share of a failed allocation."
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 import math
 import sys
+import types
+import weakref
+from typing import Any
 
 import pytest
 import torch
@@ -1206,3 +1210,149 @@ def test_an_operand_reshaped_just_before_a_pairwise_broadcast_is_the_line_to_cha
                       "    return -(target * probs.log())\n")
     assert source.reshaped_before(str(script), "target", 4).line == 3
     assert source.reshaped_before(str(script), "probs", 4) is None  # set from another tensor: not a reshape of itself
+
+
+@pytest.mark.parametrize("args, idle", [((), True), (("fixed",), False)])
+def test_an_optimizer_that_never_steps_while_its_parameters_get_gradients_is_a_finding(start_run, args, idle) -> None:
+    """opt_d is made and never steps (the discriminator's phase steps opt_g): a finding naming where it was
+    made; stepped where it belongs, nothing."""
+    run, session = start_run(SCRIPTS / "gan_steps_the_wrong_optimizer.py", *args)
+    wait_for(lambda: session.state == "ended", 60, "the script to end")
+    found = [e.message for e in session.events if e.kind == "finding" and e.message.startswith("idle_optimizer")]
+
+    assert bool(found) == idle, found
+    if idle:
+        assert "the Adam created at gan_steps_the_wrong_optimizer.py:14 `opt_d = " in found[0]
+        assert "Adam steps at gan_steps_the_wrong_optimizer.py:" in found[0]
+
+
+def inverse_dispersion(alpha: torch.Tensor) -> torch.Tensor:
+    return 1.0 / alpha
+
+
+def test_one_over_a_tensor_is_a_division_whose_divisor_is_named_and_made_safe() -> None:
+    """``1.0 / alpha`` reaches a TorchFunctionMode as Tensor.__rdiv__: a division whose divisor is its first argument."""
+    alpha = torch.tensor([0.5, 0.0, 2.0], requires_grad=True)
+    watch = ForwardWatch()
+    with watch:
+        inverse_dispersion(alpha)
+    culprit = watch.first
+    safe = SafeOp(culprit)
+    with safe:
+        kept = inverse_dispersion(alpha)
+
+    assert culprit is not None and culprit.kind == "divide" and culprit.site.text == "return 1.0 / alpha"
+    assert "the denominator `alpha` = 0 at 1 of 3 entries" in culprit.detail
+    assert safe.applied == 1 and bool(torch.isfinite(kept).all())
+
+
+class TokenPool(nn.Module):
+    """Attention pooling of a conv's tokens by a learned query; ``fold`` puts the (batch, tokens, dim) tokens into
+    the layer's (tokens, batch, dim) layout with a reshape instead of a transpose."""
+
+    def __init__(self, fold: bool) -> None:
+        super().__init__()
+        self.fold = fold
+        self.stem = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                                  nn.Conv2d(8, 8, 3, stride=4, padding=1))
+        self.query = nn.Parameter(torch.randn(1, 1, 8))
+        self.attention = nn.MultiheadAttention(8, 2)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.shape[0]
+        tokens = self.stem(x).flatten(2).transpose(1, 2)
+        tokens = tokens.reshape(tokens.shape[1], b, 8) if self.fold else tokens.transpose(0, 1)
+        pooled, _ = self.attention(self.query.expand(1, b, 8), tokens, tokens)
+        return self.head(pooled.view(b, 8))
+
+
+@pytest.mark.parametrize("fold", [True, False])
+def test_a_reshape_that_swaps_batch_and_tokens_mixes_the_samples_where_the_layer_reads_them(fold: bool) -> None:
+    """16 tokens in a batch of 16: no shape tells the dims apart, the gradient of one sample's output does.
+    The weights get no gradient and the modes are put back."""
+    from tuidebug.probes.batch_mixing import chart
+    torch.manual_seed(0)
+    model = TokenPool(fold)
+    found = chart(model, (torch.randn(16, 1, 16, 16),), {}, 16)
+
+    assert found.samples == ("mixed" if fold else "apart")
+    if fold:
+        assert found.first_mixed.name == "multi_head_attention_forward"
+        assert found.first_mixed.site.text == "pooled, _ = self.attention(self.query.expand(1, b, 8), tokens, tokens)"
+        assert found.last_apart.site.text.startswith("tokens = tokens.reshape(tokens.shape[1], b, 8)")
+    assert model.training and all(p.grad is None for p in model.parameters())
+
+
+def encode_all(model: nn.Module, kept: list) -> None:
+    for _ in range(3):
+        kept.append(model(torch.randn(4, 4)))
+
+
+def test_a_list_of_outputs_that_keep_their_graphs_is_a_leak_named_with_its_line() -> None:
+    """The outputs of a loop that caches them before any step: no earlier step's graph to date them, but each
+    keeps one, so what fills the memory is activations, fixed by .detach()."""
+    from tuidebug.probes.memory import _kept_state
+    kept: list = []
+    encode_all(Head(), kept)
+    found = [h for h in holders.find([sys._getframe()], [], 1, min_tensors=1) if h.name == "kept"]
+
+    run = types.SimpleNamespace(model=None, facts=types.SimpleNamespace(source_files=set()))
+    outcome = _kept_state(types.SimpleNamespace(run=run), found, [])
+    assert found[0].graphs == 3 and found[0].oldest is None
+    assert outcome.data["cause"] == "memory_leak" and "append x.detach()" in outcome.fix
+
+
+class Graph:
+    """Stands for a step's loss and the graph behind it."""
+
+
+def holds_after_reassigning(read: Callable[[Any], dict]) -> bool:
+    loss = Graph()
+    first = weakref.ref(loss)
+    assert "loss" in read(sys._getframe())
+    loss = Graph()  # the next step's: the first is the loop's no longer
+    return first() is not None and loss is not None
+
+
+def test_reading_a_running_frames_locals_keeps_no_value_alive() -> None:
+    """Before Python 3.13 f_locals leaves a snapshot on the frame that holds every local until the next read:
+    read once at a step, it kept that step's graph alive all run (a GAN's loss read at the generator's first
+    step, reported as a leak). frame_locals copies it and empties the snapshot."""
+    from tuidebug.sites import frame_locals
+
+    assert not holds_after_reassigning(frame_locals)
+    if sys.version_info < (3, 13):
+        assert holds_after_reassigning(lambda frame: frame.f_locals)
+
+
+class SortedEncoder(nn.Module):
+    """A caption encoder that sorts the batch by length for packing and returns it sorted (``restore`` puts the
+    outputs back in the order of the inputs)."""
+
+    def __init__(self, restore: bool) -> None:
+        super().__init__()
+        self.restore = restore
+        self.embed = nn.Embedding(20, 8)
+        self.rnn = nn.GRU(8, 8, batch_first=True)
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        lengths, order = lengths.sort(descending=True)
+        packed = nn.utils.rnn.pack_padded_sequence(self.embed(tokens[order]), lengths, batch_first=True)
+        _, hidden = self.rnn(packed)
+        out = hidden[-1]
+        return out[order.argsort()] if self.restore else out
+
+
+@pytest.mark.parametrize("restore", [False, True])
+def test_an_encoder_that_returns_its_batch_sorted_is_read_from_its_embeddings(restore: bool) -> None:
+    """Token ids carry no gradient: the embedding's output is the chart's input. Each output then reads exactly
+    one other sample: the batch came back in another order."""
+    from tuidebug.probes.batch_mixing import chart
+    torch.manual_seed(0)
+    tokens, lengths = torch.randint(1, 20, (6, 5)), torch.tensor([2, 5, 3, 4, 1, 5])
+    found = chart(SortedEncoder(restore), (tokens, lengths), {}, 6)
+
+    assert found.samples == ("apart" if restore else "reordered")
+    if not restore:
+        assert found.first_mixed is not None

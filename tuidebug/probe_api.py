@@ -22,6 +22,7 @@ from typing import Any, ContextManager, Protocol
 import torch
 
 from tuidebug.protocol import Step
+from tuidebug.sites import frame_locals
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 
@@ -133,7 +134,7 @@ class HeldFrame:
 
     @classmethod
     def of(cls, frame: FrameType) -> HeldFrame:
-        return cls(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, dict(frame.f_locals),
+        return cls(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, frame_locals(frame),
                    dict(frame.f_globals))
 
 

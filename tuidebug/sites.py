@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import inspect
 import linecache
 import os
 import sys
@@ -16,6 +17,7 @@ import sysconfig
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import FrameType, TracebackType
+from typing import Any
 
 _TUIDEBUG = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _LIBRARY_DIRS = tuple(
@@ -43,6 +45,19 @@ class Site:
     def __str__(self) -> str:
         text = self.text
         return f"{self.short} `{text}`" if text else self.short
+
+
+def frame_locals(frame: FrameType) -> dict[str, Any]:
+    """A copy of a running frame's local variables. Before Python 3.13, reading ``f_locals`` leaves a snapshot
+    dict on a function's frame that holds every local until they are read again: the script's ``main()`` read
+    once at step 25 would keep that step's losses, and their graphs, alive for the rest of the run (a leak of
+    tuidebug's own making). The snapshot is emptied once copied: CPython fills it again before any code could
+    write it back (a tracer's call). A module's or a class body's f_locals is its namespace itself: kept."""
+    scope = frame.f_locals
+    values = dict(scope)
+    if sys.version_info < (3, 13) and frame.f_code.co_flags & inspect.CO_OPTIMIZED and scope is not frame.f_globals:
+        scope.clear()
+    return values
 
 
 @functools.lru_cache(maxsize=4096)

@@ -169,21 +169,22 @@ class Walk:
         return node.causes.get(cause) or node.order[chosen]
 
     def decided_by(self, node: Node) -> str | None:
-        """The check that names a decide node's verdict: the first failed one in its order. With
-        ``rank``: a failed check that is ``definitive`` (bad data, the script's own safeguard found
-        switched off) first; then, among the failed checks whose trial of their fix removed the failure
-        and let the loss fall (``fixed_loss``), the one whose trial ended lowest (several changes each
-        remove the NaN: the one that learns best names the cause); then the first failed one. A trial
+        """The check that names a decide node's verdict: a failed check that is ``definitive`` (bad data, the
+        script's own safeguard found switched off, an optimizer measured never to step), else the first failed
+        one in its order. With ``rank``, after the definitive ones: among the failed checks whose trial of
+        their fix removed the failure and let the loss fall (``fixed_loss``), the one whose trial ended lowest
+        (several changes each remove the NaN: the one that learns best names the cause); then the first
+        failed one. A trial
         that ended below 0 is an objective with no floor (a policy gradient's): lower is not better there,
         and the first proven check in the node's order (the most specific change) names the cause."""
         failed = [check for check in node.order if self.status(check) == "fail"]
-        if not failed or not node.rank:
-            return failed[0] if failed else None
         data = {check: self.results[check].data for check in failed}
         definitive = [c for c in failed if data[c].get("definitive")]
-        proven = [c for c in failed if isinstance(data[c].get("fixed_loss"), (int, float))]
         if definitive:
             return definitive[0]
+        if not failed or not node.rank:
+            return failed[0] if failed else None
+        proven = [c for c in failed if isinstance(data[c].get("fixed_loss"), (int, float))]
         if proven and any(data[c]["fixed_loss"] < 0 for c in proven):
             return proven[0]
         if proven:

@@ -29,7 +29,7 @@ from tuidebug.agent.bundle import bundle_snapshot, load_bundle
 from tuidebug.agent.client import AgentClient
 from tuidebug.agent.crash import FailedLoss, FailedModule, LoaderShape
 from tuidebug.agent.control import Control
-from tuidebug.agent.facts import Facts, LoaderSeen, SchedulerCalls, sampled, watch_head
+from tuidebug.agent.facts import IDLE_STEPS, Facts, IdleOptimizer, LoaderSeen, SchedulerCalls, sampled, watch_head
 from tuidebug.agent.gradients import (COST_SMOOTHING, NormSampler, ParameterLists, blocks_host, stacked_norms,
                                      total_of, values_of, with_dense_grad)
 from tuidebug.agent.kept_batches import KeptBatches
@@ -42,7 +42,7 @@ from tuidebug.batches import batch_size_of, first_dim, map_tensors, tensors_in, 
 from tuidebug.probes import holders, source
 from tuidebug.protocol import Event, Step
 from tuidebug.probe_api import HeldFrame
-from tuidebug.sites import Site, is_user_file, user_callers, user_frame, user_site, user_site_text
+from tuidebug.sites import Site, frame_locals, is_user_file, user_callers, user_frame, user_site, user_site_text
 
 MAX_LOSSES_PER_STEP = 256
 HISTORY_STEPS = 2048
@@ -253,6 +253,8 @@ class Agent:
         self._skips_reported = 0
         self._fingerprint: torch.Tensor | None = None
         self._weights_seen: tuple[int, torch.Tensor] | None = None  # a sampled step and its weights' norms
+        self._idle_seen: dict[int, tuple[int, torch.Tensor, torch.Tensor]] = {}  # optimizers never stepped: their
+        # parameters' (sampled step, weights' norms, gradients' norms)
         self._peak_rate = 0.0  # the highest learning rate at the sampled steps
         self._watched_backwards = 0
         self._leaves: list[torch.Tensor] = []  # without a model: the tensors the loss's graph accumulates into
@@ -354,7 +356,7 @@ class Agent:
         model = self.model
         if model is None or held <= {id(p) for p in model.parameters()}:
             return
-        scopes = [frame.f_locals for frame in self.user_frames()]
+        scopes = [frame_locals(frame) for frame in self.user_frames()]
         owners = [m for scope in scopes for m in list(scope.values()) if isinstance(m, torch.nn.Module)
                   and any(c is model for c in m.modules()) and held <= {id(p) for p in m.parameters()}]
         if owners:
@@ -552,6 +554,7 @@ class Agent:
             self.facts.source_files.add(sites[0].path)
         self.facts.optimizer_sites.append((type(optimizer).__name__, made_at(sites) if sites else "?"))
         del self.facts.optimizer_sites[:-8]
+        self.facts.made_sites[id(optimizer)] = self.facts.optimizer_sites[-1]
 
     def on_eval_called(self, module: torch.nn.Module, caller: Any) -> None:
         """``module.eval()`` (or ``train(False)``) called from the user's own code: where, for the mode check."""
@@ -1162,6 +1165,7 @@ class Agent:
         self._outputs.clear()
         if sampled(self.step):
             self._check_weights_move(skipped)
+            self._check_idle_optimizers()
             self._report_findings()
         if self.client is not None:
             self.client.send_metric(record)
@@ -1188,6 +1192,34 @@ class Agent:
         moving = bool(checks) and all(len(c[1]) + len(c[2]) < len(params) for c in checks)
         if moving and self._rate_kept() and self._steps_only_model_or_copies(params, previous[0]):
             self.facts.weights_still = (previous[0], self.step)
+
+    def _check_idle_optimizers(self) -> None:
+        """At the sampled steps: an optimizer the script made that has never stepped while another steps, over
+        parameters no stepping optimizer holds, whose gradients are renewed (backward passes reach them) while
+        their values stay put (IDLE_STEPS). A finished stage's optimizer stepped once and is not one; the model
+        of an earlier fold keeps the gradients of its last backward. In most runs every optimizer made also
+        steps, and this costs nothing."""
+        stepping = set(self.optimizers)
+        idle = [o for o in list(self.created_optimizers) if id(o) not in self.facts.last_stepped]
+        if not stepping or not idle or self.facts.idle_optimizer is not None:
+            return
+        held = {id(p) for o in stepping for group in o.param_groups for p in group["params"]}
+        for optimizer in idle:
+            # requires_grad is not asked: a GAN's loop switches it off for the discriminator in the generator's phase
+            params = [p for group in optimizer.param_groups for p in group["params"] if id(p) not in held]
+            if not params or any(p.grad is None for p in params):
+                continue
+            with torch.no_grad():
+                values = torch.stack(torch._foreach_norm([p.detach() for p in params]))
+                grads = torch.stack(torch._foreach_norm([p.grad.detach() for p in params]))
+            first = self._idle_seen.get(id(optimizer))
+            if first is None or first[1].shape != values.shape or not torch.equal(first[1], values):
+                self._idle_seen[id(optimizer)] = (self.step, values, grads)
+            elif bool(grads.sum() > 0) and not torch.equal(first[2], grads) and self.step - first[0] >= IDLE_STEPS:
+                kind, made = self.facts.made_sites.get(id(optimizer), (type(optimizer).__name__, "?"))
+                steppers = list(dict.fromkeys(f"{name} steps at {site}" for name, site in self.facts.step_sites.values()))
+                self.facts.idle_optimizer = IdleOptimizer(kind, made, [self._param_name(p, i) for i, p in enumerate(params)],
+                                                          first[0], self.step, steppers)
 
     def _rate_kept(self) -> bool:
         """The rate is at least STILL_RATE_SHARE of its peak at the sampled steps: a schedule decayed towards

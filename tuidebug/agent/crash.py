@@ -25,7 +25,7 @@ import torch
 
 from tuidebug.format import bytes_text
 from tuidebug.probes.source import calls_named, module_site
-from tuidebug.sites import Site, innermost_user_site, is_user_file, user_frames
+from tuidebug.sites import Site, frame_locals, innermost_user_site, is_user_file, user_frames
 
 SHAPE_MESSAGE = re.compile(
     r"shape|size mismatch|mat1 and mat2|must match the size|dimension|Expected input batch_size|"
@@ -240,8 +240,9 @@ def _chain(node: ast.AST) -> str | None:
 
 def _lookup(name: str, frame: FrameType) -> Any:
     head, *rest = name.split(".")
-    if head in frame.f_locals:
-        value = frame.f_locals[head]
+    scope = frame_locals(frame)
+    if head in scope:
+        value = scope[head]
     elif head in frame.f_globals:
         value = frame.f_globals[head]
     else:
@@ -269,7 +270,7 @@ def _reshaped_at(frame: FrameType | None, target: torch.Tensor) -> tuple[str, Si
         return None
     path, first, last = frame.f_code.co_filename, frame.f_code.co_firstlineno, frame.f_lineno
     found = None
-    for name in [name for name, value in frame.f_locals.items() if value is target]:
+    for name in [name for name, value in frame_locals(frame).items() if value is target]:
         assigned = re.compile(rf"^\s*{re.escape(name)}\s*=")
         for line in range(first, last + 1):
             text = linecache.getline(path, line)
@@ -657,7 +658,7 @@ def _argument_source(model: torch.nn.Module, key: int | str, frames: list[FrameT
     """The source text of argument ``key`` on the user's line that calls ``model`` (``h_state`` in
     ``out, h_state = rnn(x, h_state)``), found through the names the frames give the model."""
     for frame in reversed(frames):
-        names = {name for scope in (frame.f_locals, frame.f_globals) for name, value in list(scope.items())
+        names = {name for scope in (frame_locals(frame), frame.f_globals) for name, value in list(scope.items())
                  if value is model}
         if not names:
             continue

@@ -26,7 +26,7 @@ from tuidebug.agent.gradients import blocks_host, stacked_norms
 from tuidebug.agent.host_reads import HostReads
 from tuidebug.agent.resets import OptimizerResets
 from tuidebug.probes.shape import reordered
-from tuidebug.sites import Site, is_user_file, user_site
+from tuidebug.sites import Site, frame_locals, is_user_file, user_site
 
 EARLY_STEPS = 5
 SAMPLE_EVERY = 25
@@ -53,6 +53,10 @@ EARLY_COLLAPSE = 1000
 COLLAPSED_STEPS = 20
 PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR")
 LEAKED_STEPS = 3
+# ... and at two sampled checks in a row, the oldest of the first still alive at the second with newer steps
+# joined: graphs that accumulate. Variables that each hold the latest graph of their kind are freed when
+# reassigned: in a GAN whose generator steps once per 25 critic steps, its loss's graph lives through all
+# 25 and is replaced at the next generator step (bounded, not a leak).
 # Graphs can also pile up within one step (an evaluation loop run with gradients on, between two
 # optimizer steps): more graphs of the step in progress alive than twice what a step makes (and more
 # than LEAKED_GRAPHS) is a leak.
@@ -68,6 +72,12 @@ GROWTH_TOTAL = 32 * 2**20
 GROWTH_RISING = 0.75
 GROWTH_POINTS = 128  # readings looked at, evenly spaced: a steady rise shows as well in 128 as in 1,024
 NO_STEP_BACKWARDS = 5
+# An optimizer the script made that never steps while another does, over parameters that no stepping
+# optimizer holds, whose gradients are not zero and whose values did not move in IDLE_STEPS steps (two
+# sampled steps at least that far apart): a step of the wrong optimizer (``g_optimizer.step()`` where
+# ``d_optimizer.step()`` was meant). A stage that starts later (a discriminator made at the start and used
+# after a pre-training phase) gets no gradients meanwhile and is not caught.
+IDLE_STEPS = 50
 # Losses computed with a graph, by a model in training mode, with an optimizer made and yet no backward
 # pass and no step: a loop that never updates (its update lives in a hook nobody calls). An evaluation
 # runs in eval mode or under no_grad and is not counted. Once the script has ended, 20 (four times
@@ -147,6 +157,24 @@ def value_ranges(input: torch.Tensor, target: torch.Tensor | None) -> list[torch
 
 def sampled(step: int) -> bool:
     return step <= EARLY_STEPS or step % SAMPLE_EVERY == 0
+
+
+@dataclass
+class IdleOptimizer:
+    """An optimizer that never stepped over parameters with gradients that never moved (see IDLE_STEPS)."""
+
+    kind: str  # its class
+    made: str  # where the script created it
+    names: list[str]  # its parameters that no stepping optimizer holds
+    since: int  # the sampled steps between which they had gradients and did not move
+    until: int
+    stepping: list[str] = field(default_factory=list)  # "<class> steps at <line>" of the optimizers that do step
+
+    def text(self) -> str:
+        stepping = f" ({'; '.join(self.stepping)})" if self.stepping else ""
+        return (f"the {self.kind} created at {self.made} never steps: its {len(self.names)} parameter tensor(s) "
+                f"({', '.join(self.names[:3])}) get non-zero gradients and did not change from step {self.since} to "
+                f"step {self.until}, while another optimizer steps{stepping}")
 
 
 @dataclass
@@ -360,6 +388,7 @@ class Facts:
     last_lr: float | None = None
     lr_collapsed_at: int | None = None  # the step since which the rate is below LR_COLLAPSE of its start
     tags: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAGGED_STEPS))
+    old_graph_steps: list[int] = field(default_factory=list)  # the earlier steps whose graphs were alive at the last check
     layer_tags: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAGGED_LAYERS))
     backward_total: int = 0
     steps: int = 0
@@ -377,6 +406,8 @@ class Facts:
     model_site: Site | None = None  # where the loop calls the model (its first call)
     optimizers: int = 0
     optimizer_sites: list[tuple[str, str]] = field(default_factory=list)  # (type, where it was created)
+    made_sites: dict[int, tuple[str, str]] = field(default_factory=dict)  # id(optimizer) -> (type, where it was created)
+    idle_optimizer: IdleOptimizer | None = None
     scheduler_sites: list[tuple[str, str]] = field(default_factory=list)  # (type, where it was created)
     half_site: str | None = None  # where model.half() (or .to(torch.float16)) was called
     # id(module) -> where .eval() / .train(False) was called, and the loop's line that called the function doing it
@@ -424,6 +455,7 @@ class Facts:
                             ("head_untrained", lambda: self._head_untrained(step)),
                             ("unregistered_modules", self._unregistered), ("no_grad_params", self._no_grad),
                             ("weights_unchanged", self._weights_unchanged),
+                            ("idle_optimizer", lambda: self.idle_optimizer and self.idle_optimizer.text()),
                             ("graph_cut", self._graph_cut),
                             ("eval_mode", self._eval_mode), ("loss_input", self._loss_input),
                             ("no_optimizer_step", self._no_step), ("loss_without_backward", self._no_backward),
@@ -735,7 +767,9 @@ class Facts:
     def _graphs(self, step: int) -> tuple[str, list[str]] | None:
         old = self.old_graphs_alive(step)
         steps = sorted({tag.step for tag in old})
-        if len(steps) >= LEAKED_STEPS:
+        before, self.old_graph_steps = self.old_graph_steps, steps
+        accumulating = bool(before) and before[0] in steps and steps[-1] > before[-1]
+        if len(steps) >= LEAKED_STEPS and accumulating:
             kinds = sorted({tag.what for tag in old})[:3]
             return (f"the autograd graphs of {len(steps)} earlier steps (from step {steps[0]} on: {', '.join(kinds)}) "
                     f"are still alive at step {step}: something keeps them across steps", [])
@@ -1041,7 +1075,7 @@ def _calling_loss_module() -> str | None:
     for _ in range(8):
         if frame is None:
             return None
-        owner = frame.f_locals.get("self")
+        owner = frame_locals(frame).get("self")
         if isinstance(owner, torch.nn.modules.loss._Loss):
             return type(owner).__name__
         frame = frame.f_back

@@ -6,4 +6,5 @@ what the hooks observed, and ``ctx.trainer`` to run the user's pipeline. The age
 piece of state afterwards. Importing this package registers every family.
 """
 
-from tuidebug.probes import exception, held_frozen, inputs, learning, memory, nan, overfit, replay, shape, unsafe_math  # noqa: F401
+from tuidebug.probes import (  # noqa: F401
+    batch_mixing, exception, held_frozen, inputs, learning, memory, nan, overfit, replay, shape, unsafe_math)

@@ -28,7 +28,7 @@ import torch
 from tuidebug.format import bytes_text
 from tuidebug.probes.source import (accumulations, assignments, calls_of, enclosing_function, item_assignments,
                                     loop_around)
-from tuidebug.sites import Site, is_user_file
+from tuidebug.sites import Site, frame_locals, is_user_file
 
 GRAPH_AGE = 2
 SEARCH_NODES = 5000
@@ -52,6 +52,7 @@ class Holding:
     bytes: int
     oldest: int | None  # the oldest earlier step whose graph it keeps alive, None without graphs
     line: str | None  # where it is fed: "train.py:57 `total_loss += loss`"
+    graphs: int = 0  # of its tensors, those that keep an autograd graph (of any step, tagged or not)
 
     @property
     def counted(self) -> str:
@@ -230,7 +231,7 @@ def _roots(frames: list[FrameType], models: list[torch.nn.Module]) -> list[tuple
     roots: list[tuple[str, Any, str | None, str]] = []
     scopes: set[int] = set()
     for frame in frames:
-        for scope, owner in ((frame.f_locals, f"{frame.f_code.co_name}()"), (frame.f_globals, "the script's globals")):
+        for scope, owner in ((frame_locals(frame), f"{frame.f_code.co_name}()"), (frame.f_globals, "the script's globals")):
             if id(scope) not in scopes:
                 scopes.add(id(scope))
                 roots += [(n, v, frame.f_code.co_filename, owner) for n, v in list(scope.items()) if not n.startswith("__")]
@@ -301,39 +302,40 @@ def _visit(search: _Search, name: str, value: Any, path: str | None, owner: str,
         return [h for attr, item in vars(value).items() if not attr.startswith("_")
                 for h in _visit(search, f"{name}.{attr}", item, cls_path, type(value).__name__, depth + 1)]
     arrays_before = search.arrays
-    tensors, size, oldest = _count(search, value, 0)
+    tensors, size, oldest, graphs = _count(search, value, 0)
     if not tensors:
         return []
     what = "arrays" if search.arrays - arrays_before == tensors else "tensors"
     kind = type(value).__name__ if isinstance(value, torch.Tensor) else f"{type(value).__name__} of {tensors} {what}"
-    return [Holding(name, kind, owner, tensors, size, oldest, _fed_at(name, path))]
+    return [Holding(name, kind, owner, tensors, size, oldest, _fed_at(name, path), graphs)]
 
 
-def _count(search: _Search, value: Any, depth: int) -> tuple[int, int, int | None]:
+def _count(search: _Search, value: Any, depth: int) -> tuple[int, int, int | None, int]:
+    """(tensors, bytes, the oldest earlier step whose graph they keep, how many keep a graph) in ``value``."""
     if isinstance(value, torch.Tensor):
         oldest = search.graph_step(value) if value.grad_fn is not None else None
-        return 1, value.numel() * value.element_size(), oldest
+        return 1, value.numel() * value.element_size(), oldest, int(value.grad_fn is not None)
     if _is_array(value):  # a numpy copy made each step (outputs kept for an epoch-end metric) grows as a tensor does
         search.arrays += 1
-        return 1, value.nbytes, None
+        return 1, value.nbytes, None, 0
     if depth > MAX_DEPTH or id(value) in search.seen:
-        return 0, 0, None
+        return 0, 0, None, 0
     if isinstance(value, dict):
         items = list(value.values())
     elif isinstance(value, (list, tuple, collections.deque, set)):
         items = list(value)
     else:
-        return 0, 0, None
+        return 0, 0, None, 0
     search.seen.add(id(value))
     if len(items) > 2 * SAMPLED:
         items = items[:SAMPLED] + items[-SAMPLED:]
-    tensors, size, oldest = 0, 0, None
+    tensors, size, oldest, graphs = 0, 0, None, 0
     for item in items:
-        t, b, o = _count(search, item, depth + 1)
-        tensors, size = tensors + t, size + b
+        t, b, o, g = _count(search, item, depth + 1)
+        tensors, size, graphs = tensors + t, size + b, graphs + g
         if o is not None:
             oldest = o if oldest is None else min(oldest, o)
-    return tensors, size, oldest
+    return tensors, size, oldest, graphs
 
 
 def _is_array(value: Any) -> bool:

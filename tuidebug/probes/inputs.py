@@ -25,7 +25,7 @@ from tuidebug.probe_api import (FAIL, PASS, Adjust, LoopGone, NeedsLoop, NoPipel
                                 probe)
 from tuidebug.probes.source import (Unsafe, assignments, divisions, evaluate, in_files, names_of, nan_literals,
                                     same_data, unguarded_logs, zero_entries)
-from tuidebug.sites import Site
+from tuidebug.sites import Site, frame_locals
 
 SCAN_SAMPLES = 5000
 SCAN_SECONDS = 10.0
@@ -208,7 +208,7 @@ def provenance(ctx: ProbeContext, dataset: Any) -> Provenance:
             holders = _same_pattern(values, bad, frames, main)
         for name, frame in holders[:2]:
             path = frame.f_code.co_filename if frame is not None else getattr(main, "__file__", "")
-            scope = {**(frame.f_globals if frame is not None else vars(main)), **(frame.f_locals if frame else {})}
+            scope = {**(frame.f_globals if frame is not None else vars(main)), **(frame_locals(frame) if frame else {})}
             _built(name, path, scope, found)
     return found
 
@@ -233,7 +233,7 @@ def _same_pattern(values: torch.Tensor, bad: torch.Tensor, frames: list[Any], ma
         values, bad = values.unsqueeze(1), bad.unsqueeze(1)
     columns = bad.any(dim=0)
     found = []
-    scopes = [(f.f_locals, f) for f in frames] + ([(vars(main), None)] if main is not None else [])
+    scopes = [(frame_locals(f), f) for f in frames] + ([(vars(main), None)] if main is not None else [])
     for scope, frame in scopes:
         for name, value in list(scope.items()):
             shape = getattr(value, "shape", None)

@@ -249,6 +249,9 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
                             for c in checks[-3:])]
     if ctx.run.optimizers and not facts.backward_total:
         return ProbeOutcome(PASS, "no backward() ran at all: there is no graph to follow (see the step check)", evidence)
+    if model is not None and not trainable:
+        return ProbeOutcome(INCONCLUSIVE, "the model has no parameter that requires grad at the pause (a loop that "
+                            "switches requires_grad off between phases): there is no path to weights to follow", evidence)
     missing = facts.partly_reached()
     # Some parameters get no gradient at all and the rest only zeros: nothing trains, and the ones with no
     # path are looked for first (a constraint computed under no_grad), dead units only when no cut is found.
@@ -582,6 +585,8 @@ def step(ctx: ProbeContext) -> ProbeOutcome:
                             data={"cause": "missing_optimizer_step"})
     if facts.wiped_grads:
         return _wiped_before_step(ctx, evidence)
+    if facts.idle_optimizer is not None:
+        return _idle_optimizer(facts.idle_optimizer, evidence)
     if not facts.backward_total and not ctx.run.optimizers and facts.unused_loss_sites:
         return _loss_dropped(facts, evidence)
     if ctx.run.optimizers and not facts.backward_total:
@@ -596,6 +601,20 @@ def step(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(FAIL, "optimizer.step() runs but no backward() computes gradients", evidence,
                             "call loss.backward() before optimizer.step()", data={"cause": "missing_optimizer_step"})
     return ProbeOutcome(PASS, "backward and the optimizer step both run", evidence)
+
+
+def _idle_optimizer(idle: Any, evidence: list[str]) -> ProbeOutcome:
+    """An optimizer made for parameters that get gradients, never stepped while another steps (``IdleOptimizer``):
+    its parameters never change, which the agent measured, so no trial is needed to prove it."""
+    evidence.append(idle.text())
+    assigned = re.search(r"`\s*([A-Za-z_][\w.]*)\s*=", idle.made)
+    call = f"{assigned.group(1)}.step()" if assigned else f"the {idle.kind}'s step()"
+    return ProbeOutcome(
+        FAIL, f"the {idle.kind} created at {idle.made.split(' ')[0]} never steps: the parameters it holds get gradients "
+        "and never change", evidence,
+        f"call {call} after the backward that computes its parameters' gradients ({', '.join(idle.names[:2])}); "
+        "check each optimizer.step() in the loop steps the optimizer of the loss just backpropagated",
+        data={"cause": "missing_optimizer_step", "definitive": True})
 
 
 def _loss_dropped(facts: Any, evidence: list[str]) -> ProbeOutcome:

@@ -600,6 +600,12 @@ def _kept_state(ctx: ProbeContext, kept: list[holders.Holding], evidence: list[s
             f"call {owner}.reset(){where} (or log the metric object itself: self.log(name, {owner}))",
             data={"cause": "memory_growth"})
     fed = f", fed at {holder.line.split(' ', 1)[0]}" if holder.line else ""
+    if holder.graphs:  # the tensors' graphs (every layer's activations behind them) are what fills the memory
+        return ProbeOutcome(
+            FAIL, f"`{holder.name}`{fed} keeps {holder.counted} with their autograd graphs ({holder.graphs} of them "
+            "have one): each keeps the activations that made it alive until memory runs out", evidence,
+            f"keep `{holder.name}`'s tensors without their graphs: append x.detach(){fed.replace(', fed', '')} (or "
+            "compute them under torch.no_grad())", data={"cause": "memory_leak"})
     return ProbeOutcome(
         FAIL, f"`{holder.name}`{fed} keeps {holder.counted} ({bytes_text(held)}) and nothing empties it: memory "
         "grows with every step that adds to it", evidence, f"keep less in `{holder.name}`: what its use needs (the "

@@ -40,7 +40,7 @@ from tuidebug.probes.source import (assignments, calls_named, in_files, keyword_
 from tuidebug.probes.trials import Start, Trial, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.unsafe_math import display_name
 from tuidebug.probes.watch import OpWatch, tensors_of
-from tuidebug.sites import Site
+from tuidebug.sites import Site, frame_locals
 
 DIVERGENCE = 10.0
 RATIO_LIMIT = 0.1
@@ -638,7 +638,7 @@ def _holders_of(tensor: torch.Tensor, frames: list[Any]) -> list[tuple[str, Any,
     frames, one level of attributes deep; the innermost frame that has any."""
     found: list[tuple[str, Any, str]] = []
     for frame in frames:
-        for name, value in list(frame.f_locals.items()) + list(frame.f_globals.items()):
+        for name, value in list(frame_locals(frame).items()) + list(frame.f_globals.items()):
             if value is tensor:
                 found.append((name, None, name))
             elif user_object(value):

@@ -250,7 +250,7 @@ def _shapes(value: Any) -> str:
 # Ops that keep the data's order: the squeeze that makes a (N,) prediction, the view that relabels the dims
 VIEWS = {"squeeze", "view", "reshape", "flatten", "ravel", "squeeze_"}
 ELEMENTWISE = {"sub", "add", "mul", "div", "rsub", "__sub__", "__rsub__", "__add__", "__radd__", "__mul__",
-               "__rmul__", "__truediv__", "__rtruediv__", "sub_", "add_", "mul_", "div_"}
+               "__rmul__", "__truediv__", "__rtruediv__", "__rdiv__", "sub_", "add_", "mul_", "div_"}
 OPERATORS = {"sub": ast.Sub, "add": ast.Add, "mul": ast.Mult, "div": ast.Div, "truediv": ast.Div}
 CLASS_LOSSES = {"cross_entropy", "nll_loss"}  # losses that read each row of their input as one position's classes
 KEPT_FLATTENED = 32  # the latest squeezes of the iteration, to say which one made the (N,) prediction
@@ -428,9 +428,15 @@ class SilentShapes(OpWatch):
             if len(self._flattened) >= KEPT_FLATTENED:
                 del self._flattened[next(iter(self._flattened))]
             self._flattened[id(result)] = (result, name, site)  # the tensor is kept: its id stays its own
-        if self.relabel is not None or source.dim() < 2 or not result.dim() or not source.is_contiguous():
+        if self.relabel is not None or source.dim() < 2 or not result.dim():
             return
         before, after, batch = tuple(source.shape), tuple(result.shape), self.batch
+        if not source.is_contiguous():
+            # A reshape of a moved tensor (after a transpose) reads it in its logical order, as a view of a
+            # contiguous copy would: its sizes in another order relabel the data all the same.
+            if reordered(before, after):
+                self.relabel = Relabel(name, site, before, after)
+            return
         stacked = self._stacked.get(id(source))
         if stacked is not None and stacked[0] is source:
             dims = [d for d in after if d != 1]

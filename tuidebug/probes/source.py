@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from tuidebug.sites import Site
+from tuidebug.sites import Site, frame_locals
 
 SAFE_METHODS = {"std", "var", "mean", "sum", "min", "max", "abs", "sqrt", "float", "double", "amin", "amax",
                 "clamp", "clip", "values", "t", "T", "squeeze", "unsqueeze", "reshape", "view", "log", "exp"}
@@ -55,7 +55,7 @@ def names_of(value: Any, frames: list[FrameType]) -> list[tuple[str, FrameType]]
     """The variables that hold ``value`` in the frames' locals and globals, innermost first."""
     found, seen = [], set()
     for frame in frames:
-        for scope in (frame.f_locals, frame.f_globals):
+        for scope in (frame_locals(frame), frame.f_globals):
             if id(scope) in seen:
                 continue
             seen.add(id(scope))

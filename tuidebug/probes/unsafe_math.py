@@ -27,7 +27,7 @@ from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, Need
 from tuidebug.probes.failing_loss import failing_loss
 from tuidebug.probes.trials import run_trial, start_point
 from tuidebug.probes.watch import OpWatch, caller_site, op_name, tensors_of
-from tuidebug.sites import Site, is_user_file
+from tuidebug.sites import Site, frame_locals, is_user_file
 
 EPS = 1e-6  # the safe variant's margin: sqrt(x + eps) and friends; small enough not to change a healthy value
 CHECKPOINT_EXTRA_STEPS = 2  # steps past the failing one the watched replay from a checkpoint may take
@@ -37,7 +37,8 @@ MASKS = ("masked_fill", "masked_fill_", "fill_", "fill", "full", "full_like", "n
          "index_fill_", "masked_scatter", "scatter", "scatter_")
 CATEGORIES = {
     "log": {"log", "log_", "log2", "log10", "xlogy"},
-    "divide": {"div", "div_", "true_divide", "__truediv__", "__rtruediv__", "__itruediv__", "reciprocal",
+    # ``1 / x`` reaches a TorchFunctionMode as Tensor.__rdiv__ (torch's __rtruediv__ is an alias of it)
+    "divide": {"div", "div_", "true_divide", "__truediv__", "__rtruediv__", "__rdiv__", "__itruediv__", "reciprocal",
                "reciprocal_", "rsqrt", "floor_divide", "__floordiv__"},
     "exp": {"exp", "exp_", "exp2", "expm1"},
     "sqrt": {"sqrt", "sqrt_"},
@@ -78,7 +79,7 @@ def category(name: str) -> str:
     return next((key for key, names in CATEGORIES.items() if name in names), "other")
 
 
-OPERATORS = {"__truediv__": "/", "__rtruediv__": "/", "__itruediv__": "/=", "__floordiv__": "//",
+OPERATORS = {"__truediv__": "/", "__rtruediv__": "/", "__rdiv__": "/", "__itruediv__": "/=", "__floordiv__": "//",
              "__pow__": "**", "__rpow__": "**", "__mul__": "*", "__add__": "+", "__sub__": "-"}
 
 
@@ -147,7 +148,7 @@ class ForwardWatch(OpWatch):
             operand = _operand(name, args)
             culprit = Culprit(name, site, f"{value} from inputs without it ({detail})",
                               from_data=operand is not None and not operand.requires_grad)
-            if category(name) != "other":
+            if category(name) != "other" and not _overflow_of_huge(name, args, made_nan):
                 self.first = culprit
             elif self.first_other is None:
                 self.first_other = culprit
@@ -157,6 +158,14 @@ class ForwardWatch(OpWatch):
 
     def done(self) -> bool:
         return self.first is not None and len(self.risky) > 20
+
+
+def _overflow_of_huge(name: str, args: tuple, made_nan: bool) -> bool:
+    """An Inf from a power with a positive exponent: no domain edge, the base was already huge (|x| ** 2 passes
+    float32's 3.4e38 from |x| > 1.8e19), a divergence's symptom, like any other op overflowing."""
+    exponent = args[1] if len(args) > 1 else None
+    return not made_nan and category(name) == "pow" and name != "__rpow__" and isinstance(exponent, (int, float)) \
+        and not isinstance(exponent, bool) and exponent > 0
 
 
 def _single_element(name: str, args: tuple, kwargs: dict) -> str | None:
@@ -170,7 +179,7 @@ def _single_element(name: str, args: tuple, kwargs: dict) -> str | None:
     return f"over dim {dim} of input {tuple(x.shape)}: a single element, a batch of one sample"
 
 
-DIVISOR_FIRST = ("__rtruediv__", "reciprocal", "reciprocal_", "rsqrt")  # ops whose first argument is the divisor
+DIVISOR_FIRST = ("__rtruediv__", "__rdiv__", "reciprocal", "reciprocal_", "rsqrt")  # ops whose first argument is the divisor
 
 
 def _divisor_index(name: str) -> int:
@@ -194,7 +203,7 @@ def _at_boundary(name: str, args: tuple, frame: FrameType | None) -> str:
     x = operand.detach()
     edges = {"log": [("= 0", x == 0), ("< 0", x < 0)], "divide": [("= 0", x == 0)], "sqrt": [("< 0", x < 0)],
              "acos": [("outside [-1, 1]", x.abs() > 1)]}.get(kind, [])
-    label = next((f"`{n}`" for n, v in (frame.f_locals.items() if frame else ()) if v is operand), "the operand")
+    label = next((f"`{n}`" for n, v in (frame_locals(frame).items() if frame else ()) if v is operand), "the operand")
     said = [f"{label} {edge} at {int(mask.sum())} of {x.numel()} entries" for edge, mask in edges if bool(mask.any())]
     if kind == "divide" and said:
         said[0] = f"a division by 0: the denominator {said[0].replace('the operand ', '')}"
