@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import types
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
@@ -245,3 +246,40 @@ def test_a_trial_of_an_objective_below_zero_learns_only_when_it_goes_further_dow
     assert not trial([-1.1] * 4 + [-1.0] * 4).learns  # a ratio of two negatives would call this a fall
     rising = trial([-3.0, -3.1, -2.9, -2.5, -2.0, -1.8, -1.5, -1.4])  # toward 0: the objective got worse
     assert not rising.learns and not rising.holds and rising.final is None
+
+
+class NoRoomLeft:
+    """An agent whose state no longer fits in memory: its snapshot fails as the CPU allocator does."""
+
+    def __init__(self) -> None:
+        self.sent: list = []
+        self.events: list = []
+        self.client = types.SimpleNamespace(post_local=lambda command: None)
+
+    def take_snapshot(self) -> None:
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1024000 bytes")
+
+    def send(self, message) -> None:
+        self.sent.append(message)
+
+    def event(self, kind: str, text: str) -> None:
+        self.events.append((kind, text))
+
+
+@pytest.mark.parametrize("live", [True, False])
+def test_a_check_with_no_room_for_its_snapshot_says_so_at_once_or_runs_on_an_ended_script(live: bool) -> None:
+    """After an out-of-memory error the state may not fit a host copy. While the run goes on, the check is not
+    run and says why at once (it used to wait out its deadline in silence); once the script's loop has ended,
+    a check that only reads (what holds the memory) runs without one."""
+    from tuidebug.agent.probing import ProbeRuntime
+    agent = NoRoomLeft()
+    runtime = ProbeRuntime(agent)
+    runtime._loop_gone = not live
+    runtime.start("oom.allocation", {}, live_loop=live)
+
+    if live:
+        assert [(m.status, m.probe) for m in agent.sent] == [("error", "oom.allocation")]
+        assert "no memory left to save the run's state" in agent.sent[0].summary
+    else:
+        assert runtime.result is not None and runtime.result.probe == "oom.allocation"
+        assert any("runs without a snapshot" in text for _, text in agent.events)

@@ -14,6 +14,7 @@ happened, except that the script's own Python counters saw the borrowed iteratio
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import os
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 import tuidebug.probes  # noqa: F401  (the probe families register themselves on import)
+from tuidebug.agent.crash import is_out_of_memory
 from tuidebug.agent.output import probe_output
 from tuidebug.agent.snapshot import Snapshot
 from tuidebug.agent.trainers import MODEL_CALL, CopyTrainer, HandUpdateAdjuster, ReplayTrainer, StepAdjuster
@@ -96,7 +98,13 @@ class ProbeRuntime:
                 method="none: multi-process job"))
             return
         self.cancel.clear()
-        self.snapshot = self.agent.take_snapshot()
+        try:
+            self.snapshot = self._snapshot(live_loop and not self._loop_gone)
+        except Exception as exc:
+            self.agent.send(ProbeResult(run_id=next(_run_ids), probe=name, status="error", summary=(
+                f"not run: no memory left to save the run's state before it ({type(exc).__name__}), and the run goes "
+                "on: a check must leave it as it was")))
+            return
         self.pending_restore = self.snapshot  # an iteration in flight runs on before the first hand-off
         run_id = next(_run_ids)
         inline = name in ON_TRAINING_THREAD  # its trials cannot borrow the loop it holds up: a copy trains
@@ -120,6 +128,21 @@ class ProbeRuntime:
             self._run(probe, ctx)
         finally:
             self.inline = False
+
+    def _snapshot(self, live: bool) -> Snapshot | None:
+        """The state to restore after the probe. After an out-of-memory error a full host copy may find no room:
+        once more after a collection, then, where the script's loop is gone (nothing runs on from that state),
+        none: a probe that only reads (what holds the memory) runs all the same."""
+        for attempt in range(2):
+            try:
+                return self.agent.take_snapshot()
+            except Exception as exc:
+                if not is_out_of_memory(exc) or (attempt and live):
+                    raise
+                gc.collect()
+        self.agent.event("error", "no memory left to save the state before a check: it runs without a snapshot "
+                                  "(the script's loop has ended)")
+        return None
 
     def wants_replay(self, source: int) -> bool:
         return self.replaying and source == self.source
