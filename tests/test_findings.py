@@ -1356,3 +1356,30 @@ def test_an_encoder_that_returns_its_batch_sorted_is_read_from_its_embeddings(re
     assert found.samples == ("apart" if restore else "reordered")
     if not restore:
         assert found.first_mixed is not None
+
+
+def test_a_jacobian_taken_over_the_whole_batch_is_an_intermediate_that_grows_with_its_square() -> None:
+    from tuidebug.probes.memory import _batch_jacobian
+
+    def crash(line: str) -> types.SimpleNamespace:
+        return types.SimpleNamespace(site=f"cae.py:51 `{line}`", operands=["model.encoder: Sequential", "x: (128, 784) float32"])
+
+    assert _batch_jacobian(crash("J = jacobian(model.encoder, x, create_graph=True, vectorize=True)")) == ("jacobian", "x", 128)
+    assert _batch_jacobian(crash("h = torch.func.jacrev(model.encoder)(x)")) == ("jacrev", "x", 128)
+    assert _batch_jacobian(crash("h = model.encoder(x)")) is None
+
+
+def test_a_matmul_whose_gradient_overflows_from_huge_values_is_a_divergence_not_unsafe_math() -> None:
+    """Finite forward, an incoming gradient of 1e20 against activations of 1e19: the matmul's gradient passes
+    float32's 3.4e38. No domain edge: the values were already running away."""
+    from tuidebug.probes.unsafe_math import BackwardWatch
+    x = torch.full((2, 2), 1e19)
+    w = torch.full((2, 2), 1e-3, requires_grad=True)
+    loss = (1e20 * (x @ w)).sum()
+    watch = BackwardWatch()
+    watch.attach(loss)
+    loss.backward()
+    watch.detach()
+
+    assert bool(torch.isfinite(loss)) and not bool(torch.isfinite(w.grad).all())
+    assert watch.first is None and watch.first_other is not None and watch.first_other.op == "mm"

@@ -108,8 +108,37 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
                             "valid ones first (indices of the pairs that count) or loop over anchors in chunks; "
                             f"halving the batch divides it by {2 ** k}",
                             data={**data, "cause": "oversized_intermediate"})
+    jacobian = _batch_jacobian(crash)
+    if jacobian is not None:
+        call, operand, n = jacobian
+        evidence.append(f"{call}() at {where} is taken with respect to `{operand}`, the whole batch of {n}: it holds "
+                        f"{n} x {n} blocks of per-sample derivatives, all but the {n} on the diagonal zero for a model "
+                        "that treats its samples apart")
+        return ProbeOutcome(FAIL, f"the {call} at {where} is taken over the whole batch of {n}: it grows with the square "
+                            f"of the batch ({bytes_text(asked) if asked else 'the allocation'} failed)", evidence,
+                            f"take it per sample at {where}: {call}(lambda inp: f(inp).sum(0), {operand}) gives the "
+                            "per-sample derivatives of a function that treats samples apart, or use "
+                            "torch.func.vmap(torch.func.jacrev(f))", data={**data, "cause": "oversized_intermediate"})
     return ProbeOutcome(PASS, f"an allocation of {bytes_text(asked) if asked else 'unknown size'} failed"
                         + (f" at {crash.site.split(' ', 1)[0]}" if crash.site else ""), evidence, data=data)
+
+
+# The derivatives of a whole function at once: over a batch, every output row against every input row.
+JACOBIANS = re.compile(r"\b(jacobian|hessian|jacrev|jacfwd)\s*\(")
+
+
+def _batch_jacobian(crash: Any) -> tuple[str, str, int] | None:
+    """(the call, the operand, n) when the failing line takes a Jacobian or Hessian (torch.autograd.functional or
+    torch.func) and an operand of that line is a batch of n >= 2 rows: the result is n x n blocks."""
+    called = JACOBIANS.search(crash.site or "")
+    if called is None:
+        return None
+    for line in crash.operands:
+        name, _, shape = line.partition(": ")
+        dims = re.match(r"\((\d+), \d+", shape)
+        if dims and int(dims.group(1)) >= 2 and name.isidentifier():
+            return called.group(1), name, int(dims.group(1))
+    return None
 
 
 def _large_call(ctx: ProbeContext, large: tuple, evidence: list[str], data: dict[str, Any]) -> ProbeOutcome:

@@ -32,6 +32,10 @@ from tuidebug.sites import Site, frame_locals, is_user_file
 EPS = 1e-6  # the safe variant's margin: sqrt(x + eps) and friends; small enough not to change a healthy value
 CHECKPOINT_EXTRA_STEPS = 2  # steps past the failing one the watched replay from a checkpoint may take
 TINY = 1e-12
+# A backward op of no risky kind (a matmul, a sum) whose gradient goes non-finite from finite values is an overflow
+# when its incoming gradient times its saved operand comes within this factor of the dtype's largest number (a
+# sum of up to this many such products overflows): a divergence's symptom, not unsafe math.
+OVERFLOW_MARGIN = 1e8
 EXP_LIMIT = {torch.float16: 10.0, torch.bfloat16: 80.0, torch.float32: 80.0, torch.float64: 700.0}
 MASKS = ("masked_fill", "masked_fill_", "fill_", "fill", "full", "full_like", "new_full", "where", "index_fill",
          "index_fill_", "masked_scatter", "scatter", "scatter_")
@@ -247,6 +251,7 @@ class BackwardWatch:
 
     def __init__(self) -> None:
         self.first: Culprit | None = None
+        self.first_other: Culprit | None = None  # an op of no risky kind whose gradient overflowed
         self._handles: list[Any] = []
 
     def attach(self, loss: torch.Tensor) -> None:
@@ -265,14 +270,30 @@ class BackwardWatch:
                 return
             incoming = [g for g in grad_outputs if isinstance(g, torch.Tensor)]
             outgoing = [g for g in grad_inputs if isinstance(g, torch.Tensor)]
-            if outgoing and _finite(incoming) and not _finite(outgoing) and _finite(_saved(node)):
-                self.first = _node_culprit(node)
+            saved = _saved(node)
+            if not outgoing or not _finite(incoming) or _finite(outgoing) or not _finite(saved):
+                return
+            culprit = _node_culprit(node)
+            if culprit.kind == "other" and _overflowing(incoming + saved):
+                self.first_other = self.first_other or culprit
+            else:
+                self.first = culprit
         return check
 
     def detach(self) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+
+
+def _overflowing(tensors: list[torch.Tensor]) -> bool:
+    """The largest incoming gradient times the largest saved value comes within OVERFLOW_MARGIN of the dtype's
+    largest number: a product or a sum of them overflows. Values that large come from a divergence."""
+    floating = [t for t in tensors if t.is_floating_point() and t.numel()]
+    if len(floating) < 2:
+        return False
+    largest = [float(t.detach().abs().max()) for t in floating]
+    return largest[0] * max(largest[1:]) > torch.finfo(floating[0].dtype).max / OVERFLOW_MARGIN
 
 
 def _saved(node: Any) -> list[torch.Tensor]:
@@ -390,9 +411,10 @@ def unsafe_math(ctx: ProbeContext) -> ProbeOutcome:
     data: dict[str, Any] = {"first": culprit.line() if culprit else None, "risky": risky}
     if culprit is None:
         evidence += [f"risky (not yet non-finite): {line}" for line in risky[:8]]
-        if forward.first_other is not None:
-            evidence.append(f"first non-finite value: {display_name(forward.first_other.op)} at "
-                            f"{forward.first_other.site}, an overflow of values that were already huge")
+        for other in (forward.first_other, backward.first_other):
+            if other is not None:
+                evidence.append(f"first non-finite value{' in backward' if other.backward else ''}: "
+                                f"{display_name(other.op)} at {other.site}, an overflow of values that were already huge")
         if result.loss is None:
             return ProbeOutcome(INCONCLUSIVE, "the replayed step computed no loss", evidence, data=data)
         return ProbeOutcome(PASS, "no op produced a non-finite value from finite inputs, forward or backward",
