@@ -1324,6 +1324,9 @@ def test_reading_a_running_frames_locals_keeps_no_value_alive() -> None:
     assert not holds_after_reassigning(frame_locals)
     if sys.version_info < (3, 13):
         assert holds_after_reassigning(lambda frame: frame.f_locals)
+    script: dict = {}
+    exec(compile("import sys\nframe = sys._getframe()", "script.py", "exec"), script)
+    assert frame_locals(script["frame"]) is script  # a module's locals are its globals: the scopes stay one
 
 
 class SortedEncoder(nn.Module):

@@ -134,7 +134,7 @@ class HeldFrame:
 
     @classmethod
     def of(cls, frame: FrameType) -> HeldFrame:
-        return cls(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, frame_locals(frame),
+        return cls(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, dict(frame_locals(frame)),
                    dict(frame.f_globals))
 
 

@@ -48,14 +48,17 @@ class Site:
 
 
 def frame_locals(frame: FrameType) -> dict[str, Any]:
-    """A copy of a running frame's local variables. Before Python 3.13, reading ``f_locals`` leaves a snapshot
-    dict on a function's frame that holds every local until they are read again: the script's ``main()`` read
-    once at step 25 would keep that step's losses, and their graphs, alive for the rest of the run (a leak of
-    tuidebug's own making). The snapshot is emptied once copied: CPython fills it again before any code could
-    write it back (a tracer's call). A module's or a class body's f_locals is its namespace itself: kept."""
+    """A frame's local variables, as ``f_locals`` gives them, without what reading it leaves behind. Before Python
+    3.13, reading ``f_locals`` of a running function leaves a snapshot dict on its frame that holds every local
+    until they are read again: the script's ``main()`` read once at step 25 would keep that step's losses, and
+    their graphs, alive for the rest of the run (a leak of tuidebug's own making). A function's locals are
+    copied and the snapshot emptied: CPython fills it again before any code could write it back (a tracer's
+    call). A module's or a class body's f_locals is its namespace itself, returned as it is."""
     scope = frame.f_locals
+    if not frame.f_code.co_flags & inspect.CO_OPTIMIZED or scope is frame.f_globals:
+        return scope
     values = dict(scope)
-    if sys.version_info < (3, 13) and frame.f_code.co_flags & inspect.CO_OPTIMIZED and scope is not frame.f_globals:
+    if sys.version_info < (3, 13):
         scope.clear()
     return values
 
