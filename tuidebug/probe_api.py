@@ -27,6 +27,11 @@ from tuidebug.sites import frame_locals
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 
 
+def optimizer_params(*optimizers: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """Every tensor the optimizers hold, param group by param group (one held by two optimizers comes twice)."""
+    return [p for optimizer in optimizers for group in optimizer.param_groups for p in group["params"]]
+
+
 @dataclass
 class ProbeOutcome:
     """A probe's answer: ``fail`` means the cause it checks is present (its ``fix`` says what to do),

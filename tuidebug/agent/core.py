@@ -41,7 +41,7 @@ from tuidebug.agent.watched_step import WatchedStep
 from tuidebug.batches import batch_size_of, first_dim, map_tensors, tensors_in, tensors_of
 from tuidebug.probes import holders, source
 from tuidebug.protocol import Event, Step
-from tuidebug.probe_api import HeldFrame
+from tuidebug.probe_api import HeldFrame, optimizer_params
 from tuidebug.sites import Site, frame_locals, is_user_file, user_callers, user_frame, user_site, user_site_text
 
 MAX_LOSSES_PER_STEP = 256
@@ -324,7 +324,7 @@ class Agent:
         """The optimizer that trains ``model`` (holds its parameters), the latest seen first."""
         params = {id(p) for p in model.parameters()}
         return next((opt for opt in reversed(self.optimizers)
-                     if any(id(p) in params for g in opt.param_groups for p in g["params"])), None)
+                     if any(id(p) in params for p in optimizer_params(opt))), None)
 
     def rates_of_last_step(self, optimizer: torch.optim.Optimizer) -> list[float] | None:
         """The rates ``optimizer``'s param groups had at the run's last step that trained at all (a linear
@@ -352,7 +352,7 @@ class Agent:
         """At an optimizer's first step, while the loop's frames exist: when the model seen does not hold
         all the optimizer's parameters (its parts are called from a method of its own), the smallest
         module the user's frames name that does."""
-        held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        held = {id(p) for p in optimizer_params(optimizer)}
         model = self.model
         if model is None or held <= {id(p) for p in model.parameters()}:
             return
@@ -1203,10 +1203,10 @@ class Agent:
         idle = [o for o in list(self.created_optimizers) if id(o) not in self.facts.last_stepped]
         if not stepping or not idle or self.facts.idle_optimizer is not None:
             return
-        held = {id(p) for o in stepping for group in o.param_groups for p in group["params"]}
+        held = {id(p) for p in optimizer_params(*stepping)}
         for optimizer in idle:
             # requires_grad is not asked: a GAN's loop switches it off for the discriminator in the generator's phase
-            params = [p for group in optimizer.param_groups for p in group["params"] if id(p) not in held]
+            params = [p for p in optimizer_params(optimizer) if id(p) not in held]
             if not params or any(p.grad is None for p in params):
                 continue
             with torch.no_grad():
@@ -1237,7 +1237,7 @@ class Agent:
         for optimizer in self.optimizers:
             if id(optimizer) not in stepped:
                 continue
-            held = [p for group in optimizer.param_groups for p in group["params"]]
+            held = optimizer_params(optimizer)
             if not all(id(p) in ids for p in held) and sorted(tuple(p.shape) for p in held) != shapes:
                 return False
         return True

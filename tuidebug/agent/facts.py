@@ -25,6 +25,7 @@ import torch
 from tuidebug.agent.gradients import blocks_host, stacked_norms
 from tuidebug.agent.host_reads import HostReads
 from tuidebug.agent.resets import OptimizerResets
+from tuidebug.probe_api import optimizer_params
 from tuidebug.probes.shape import reordered
 from tuidebug.sites import Site, frame_locals, is_user_file, user_site
 
@@ -347,7 +348,7 @@ def watch_head(module_name: str, model: torch.nn.Module, step: int,
               and "." not in name[len(path) + 1:]}
     if not params or sum(p.numel() for p in params.values()) > HEAD_MAX_ELEMENTS:
         return None
-    held = {id(p) for opt in optimizers for g in opt.param_groups for p in g["params"]}
+    held = {id(p) for p in optimizer_params(*optimizers)}
     other = next(((name, p) for name, p in model.named_parameters()
                   if name not in params and p.requires_grad and id(p) in held), None)
     if other is None:
@@ -900,7 +901,7 @@ class Facts:
         """Which parameters the optimizers miss, which are frozen, and layers kept in plain containers."""
         named = dict(model.named_parameters())
         self.trainable = sum(p.requires_grad for p in named.values())
-        held = {id(p) for opt in optimizers for g in opt.param_groups for p in g["params"]}
+        held = {id(p) for p in optimizer_params(*optimizers)}
         self.not_in_optimizer = [n for n, p in named.items() if p.requires_grad and id(p) not in held]
         if not self.missing_first:  # their first values: a parameter updated outside the optimizer (EMA) moves
             self.missing_first = {n: named[n].detach().clone() for n in self.not_in_optimizer

@@ -19,6 +19,8 @@ from collections.abc import Iterable
 
 import torch
 
+from tuidebug.probe_api import optimizer_params
+
 # The share of the step time the gradient norms may take once break-on-NaN is off. They are real work
 # over every gradient value plus a few microseconds per tensor on a CPU: in the loop, the bench's MLP
 # (6 tensors, 270k values, 2.5 ms steps) spends about 100 us on them, a model of 10,000 tensors (475 ms
@@ -48,7 +50,7 @@ class ParameterLists:
         key = tuple((id(group["params"]), len(group["params"])) for group in optimizer.param_groups)
         cached = self._lists.get(optimizer)
         if cached is None or cached[0] != key:
-            cached = (key, [p for group in optimizer.param_groups for p in group["params"]])
+            cached = (key, optimizer_params(optimizer))
             self._lists[optimizer] = cached
         return with_dense_grad(cached[1])
 

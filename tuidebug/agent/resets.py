@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from tuidebug.agent.host_reads import HostReads
+from tuidebug.probe_api import optimizer_params
 
 # The gradient is "the kept one plus what arrived" within this share of the kept one's norm. Carried
 # over exactly, the difference is rounding (float32 accumulation: about 1e-7 relative); any reset makes it
@@ -106,7 +107,7 @@ class OptimizerResets:
 
 
 def _followed_param(optimizer: torch.optim.Optimizer) -> torch.Tensor | None:
-    params = [p for group in optimizer.param_groups for p in group["params"]
+    params = [p for p in optimizer_params(optimizer)
               if p.requires_grad and p.grad is not None and not p.grad.is_sparse and p.numel() <= MAX_KEPT_ELEMENTS]
     if not params:
         return None

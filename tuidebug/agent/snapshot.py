@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from tuidebug.probe_api import optimizer_params
+
 
 def to_host(value: Any) -> Any:
     """A deep copy of ``value`` with every tensor copied to the CPU."""
@@ -50,7 +52,7 @@ class Snapshot:
             snap.modules.append((model, to_host(model.state_dict()), flags))
             snap.versions[id(model)] = _versions(model)
             covered.update(id(p) for p in model.parameters())
-        params = _unique([p for opt in optimizers for g in opt.param_groups for p in g["params"]]
+        params = _unique(optimizer_params(*optimizers)
                          + [p for model in models for p in model.parameters()])
         snap.loose_params = [(p, to_host(p)) for p in params if id(p) not in covered]
         snap.grads = [(p, None if p.grad is None else to_host(p.grad)) for p in params]

@@ -20,7 +20,7 @@ import torch
 
 from tuidebug.agent.snapshot import Snapshot
 from tuidebug.batches import cut_whole, map_tensors, slice_batch, tensor_at, tensors_in
-from tuidebug.probe_api import Adjust, Iteration, NoPipeline
+from tuidebug.probe_api import Adjust, Iteration, NoPipeline, optimizer_params
 from tuidebug.sites import on_behalf_of
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class StepAdjuster:
         self._before: list[torch.Tensor] = []
 
     def before(self) -> None:
-        params = [p for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
+        params = [p for p in optimizer_params(self.optimizer) if p.grad is not None]
         if params:
             clip = self.adjust.clip if self.adjust.clip else float("inf")
             norm = torch.nn.utils.clip_grad_norm_(params, clip)

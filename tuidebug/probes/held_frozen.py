@@ -19,7 +19,7 @@ import os
 
 import torch
 
-from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, ProbeContext, ProbeOutcome, probe
+from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, Adjust, ProbeContext, ProbeOutcome, optimizer_params, probe
 from tuidebug.probes.overfit import STEPS, fit, near_zero
 from tuidebug.probes.source import flag_setter_calls, flag_setters, freezes, in_files
 
@@ -41,7 +41,7 @@ def held_frozen(ctx: ProbeContext) -> ProbeOutcome:
     if not frozen:
         return ProbeOutcome(PASS, "no param group of the optimizer is frozen as a whole, and no layer's weight is "
                             "frozen while its other parameters train")
-    total = sum(p.numel() for group in optimizer.param_groups for p in group["params"])
+    total = sum(p.numel() for p in optimizer_params(optimizer))
     share = sum(p.numel() for p in frozen) / max(1, total)
     frozen_names = sorted(names[id(p)] for p in frozen if id(p) in names)
     owners = _parts(sorted({name.rsplit(".", 1)[0] for name in frozen_names})) if groups else frozen_names

@@ -33,7 +33,7 @@ import torch
 
 from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
-                                ProbeOutcome, probe)
+                                ProbeOutcome, optimizer_params, probe)
 from tuidebug.probes.source import (
     assigned_name, assignment_before, assignment_target, assignments, backward_target, bias_inits, calls_named,
     enclosing_function, forced_requires_grad, freezes, grad_off_block, grad_switched_off, guarded_steps, hand_updates,
@@ -460,7 +460,7 @@ def _weights_unchanged(ctx: ProbeContext, model: Any, evidence: list[str]) -> Pr
         if id(optimizer) not in stepped:  # not one of the steps in question
             continue
         name, site = facts.step_sites.get(id(optimizer), (type(optimizer).__name__, "?"))
-        held = [p for group in optimizer.param_groups for p in group["params"]]
+        held = optimizer_params(optimizer)
         mine = sum(id(p) in own for p in held)
         evidence.append(f"{name} steps at {site}: it holds {len(held)} tensor(s), {mine} of them the model's")
         if held and not mine:

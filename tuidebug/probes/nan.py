@@ -32,7 +32,7 @@ import torch
 
 from tuidebug.batches import tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
-                                ProbeOutcome, probe)
+                                ProbeOutcome, optimizer_params, probe)
 from tuidebug.probes.holders import user_object
 from tuidebug.probes.inputs import data_tensors
 from tuidebug.probes.source import (assignments, calls_named, in_files, keyword_values, rate_argument_sites,
@@ -113,8 +113,7 @@ def update_ratios(ctx: ProbeContext) -> dict[str, float]:
 
 
 def current_grad_norm(ctx: ProbeContext) -> float | None:
-    grads = [p.grad for opt in ctx.run.optimizers for g in opt.param_groups for p in g["params"]
-             if p.grad is not None]
+    grads = [p.grad for p in optimizer_params(*ctx.run.optimizers) if p.grad is not None]
     if not grads:
         return None
     return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])))
@@ -533,7 +532,7 @@ class WeightsInFloat32:
                     tensor.grad = tensor.grad.to(dtype)
         ids = {id(t) for t in tensors}
         for optimizer in self.optimizers:  # its load_state_dict casts the state to each parameter's dtype
-            if any(id(p) in ids for group in optimizer.param_groups for p in group["params"]):
+            if any(id(p) in ids for p in optimizer_params(optimizer)):
                 optimizer.load_state_dict(optimizer.state_dict())
 
 
