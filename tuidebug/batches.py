@@ -33,45 +33,36 @@ def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any], depth: int = 0) -
     return value
 
 
-def tensors_in(value: Any, path: str = "batch", depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
+def tensors_in(value: Any, path: str = "batch") -> Iterator[tuple[str, torch.Tensor]]:
     """Every tensor in a batch of any nesting, with a path like ``batch['input_ids']``."""
-    if isinstance(value, torch.Tensor):
-        yield path, value
-    elif depth > MAX_DEPTH:
-        return
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from tensors_in(item, f"{path}[{key!r}]", depth + 1)
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            yield from tensors_in(item, f"{path}[{index}]", depth + 1)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            yield from tensors_in(getattr(value, f.name), f"{path}.{f.name}", depth + 1)
+    found: list[tuple[str | None, torch.Tensor]] = []
+    _collect(value, path, found, 0)
+    return iter(found)
 
 
 def tensors_of(value: Any) -> list[torch.Tensor]:
     """The tensors ``tensors_in`` finds, in the same order, without their paths: the per-step hooks walk every
     batch and model call, and a path string per item costs more than the walk."""
-    found: list[torch.Tensor] = []
-    _collect(value, found, 0)
-    return found
+    found: list[tuple[str | None, torch.Tensor]] = []
+    _collect(value, None, found, 0)
+    return [tensor for _, tensor in found]
 
 
-def _collect(value: Any, found: list[torch.Tensor], depth: int) -> None:
+def _collect(value: Any, path: str | None, found: list[tuple[str | None, torch.Tensor]], depth: int) -> None:
+    """The walk of both: (path, tensor) pairs into ``found``; no path is built where ``path`` is None."""
     if isinstance(value, torch.Tensor):
-        found.append(value)
+        found.append((path, value))
     elif depth > MAX_DEPTH:
         return
     elif isinstance(value, dict):
-        for item in value.values():
-            _collect(item, found, depth + 1)
+        for key, item in value.items():
+            _collect(item, None if path is None else f"{path}[{key!r}]", found, depth + 1)
     elif isinstance(value, (list, tuple)):
-        for item in value:
-            _collect(item, found, depth + 1)
+        for index, item in enumerate(value):
+            _collect(item, None if path is None else f"{path}[{index}]", found, depth + 1)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
-            _collect(getattr(value, f.name), found, depth + 1)
+            _collect(getattr(value, f.name), None if path is None else f"{path}.{f.name}", found, depth + 1)
 
 
 def tensor_at(batch: Any, path: str) -> torch.Tensor | None:
