@@ -40,7 +40,7 @@ from tuidebug.probes.source import (
     in_files, indexed_attributes, keyword_values, module_site, option_defaults, rate_assignments, rate_name,
     returns_nothing, rewrapped, shuffles, unsorted_listings, weight_inits)
 from tuidebug.probes.trials import fallen_to, finite, run_learns, steadily_falling
-from tuidebug.probes.watch import OpWatch, tensors_of
+from tuidebug.probes.watch import OpWatch, op_tensors
 from tuidebug.sites import Site, is_user_file
 
 LR_COLLAPSE = 1e-3
@@ -156,7 +156,7 @@ class GraphCut(OpWatch):
         self.block: tuple[Site, Site] | None = None  # the user's ``with torch.no_grad():`` and the call inside it
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
-        inputs = tensors_of(args)
+        inputs = op_tensors(args)
         carried = any(t.requires_grad for t in inputs)
         if name in self.CUTS and carried:
             self.cut = (name, site)
@@ -179,7 +179,7 @@ class FlatOp(OpWatch):
         self.found: tuple[str, Site] | None = None
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
-        if name.split(".")[-1].rstrip("_") in self.FLAT and any(t.requires_grad for t in tensors_of(args)):
+        if name.split(".")[-1].rstrip("_") in self.FLAT and any(t.requires_grad for t in op_tensors(args)):
             self.found = (name.split(".")[-1], site)
 
     def done(self) -> bool:

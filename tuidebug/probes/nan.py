@@ -39,7 +39,7 @@ from tuidebug.probes.source import (assignments, calls_named, in_files, keyword_
                                     switched_off_clips)
 from tuidebug.probes.trials import Start, Trial, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.unsafe_math import display_name
-from tuidebug.probes.watch import OpWatch, tensors_of
+from tuidebug.probes.watch import OpWatch, op_tensors
 from tuidebug.sites import Site, frame_locals
 
 DIVERGENCE = 10.0
@@ -495,11 +495,11 @@ class Overflow(OpWatch):
         self._made: set[int] = set()
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
-        outputs = tensors_of([result])
+        outputs = op_tensors([result])
         if any(t.dtype in LOW_PRECISION for t in outputs):
             self.half = True
         if self.entered is None:
-            stale = [t for t in tensors_of(args) + tensors_of(kwargs.values()) if t.dtype == torch.float16
+            stale = [t for t in op_tensors(args) + op_tensors(kwargs.values()) if t.dtype == torch.float16
                      and id(t) not in self._made and not bool(torch.isfinite(t).all())]
             if stale:
                 self.entered = (name, site, stale[0])
@@ -507,7 +507,7 @@ class Overflow(OpWatch):
         if self.first is not None:
             return
         bad = [t for t in outputs if t.dtype in LOW_PRECISION and not bool(torch.isfinite(t).all())]
-        inputs = [t for t in tensors_of(args) + tensors_of(kwargs.values()) if t.is_floating_point()]
+        inputs = [t for t in op_tensors(args) + op_tensors(kwargs.values()) if t.is_floating_point()]
         if bad and all(bool(torch.isfinite(t).all()) for t in inputs):
             largest = max((float(t.float().abs().max()) for t in inputs if t.numel()), default=0.0)
             self.first = (name, site, f"largest input {largest:.3g}", bad[0].dtype)

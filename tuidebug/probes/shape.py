@@ -23,7 +23,7 @@ import torch
 from tuidebug.batches import batch_size_of
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome, probe
 from tuidebug.probes.source import assignments, calls_named, in_files, keyword_values, reshaped_before
-from tuidebug.probes.watch import OpWatch, tensors_of
+from tuidebug.probes.watch import OpWatch, op_tensors
 from tuidebug.sites import Site
 
 TRACE_ROWS = 40
@@ -127,7 +127,7 @@ class Folds(OpWatch):
         self.fold: tuple[str, Site, tuple[int, ...], tuple[int, ...]] | None = None  # op, site, shapes before, after
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
-        inputs, outputs = tensors_of(args[:1]), tensors_of([result])
+        inputs, outputs = op_tensors(args[:1]), op_tensors([result])
         if name not in RESHAPES | CONCATENATIONS or not inputs or not outputs or not inputs[0].dim() \
                 or not outputs[0].dim():
             return
@@ -235,12 +235,12 @@ def row_text(row: dict[str, Any]) -> str:
 
 
 def _dtype(value: Any) -> str:
-    tensors = tensors_of(value if isinstance(value, (list, tuple)) else [value])
+    tensors = op_tensors(value if isinstance(value, (list, tuple)) else [value])
     return str(tensors[0].dtype).removeprefix("torch.") if tensors else "-"
 
 
 def _shapes(value: Any) -> str:
-    tensors = tensors_of(value if isinstance(value, (list, tuple)) else [value])
+    tensors = op_tensors(value if isinstance(value, (list, tuple)) else [value])
     if not tensors:
         return "-"
     return ", ".join(shape_text(t.shape) for t in tensors[:3])

@@ -26,7 +26,7 @@ from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, Need
                                 ProbeOutcome, probe)
 from tuidebug.probes.failing_loss import failing_loss
 from tuidebug.probes.trials import run_trial, start_point
-from tuidebug.probes.watch import OpWatch, caller_site, op_name, tensors_of
+from tuidebug.probes.watch import OpWatch, caller_site, op_name, op_tensors
 from tuidebug.sites import Site, frame_locals, is_user_file
 
 EPS = 1e-6  # the safe variant's margin: sqrt(x + eps) and friends; small enough not to change a healthy value
@@ -137,8 +137,8 @@ class ForwardWatch(OpWatch):
         self.risky: dict[str, str] = {}
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
-        inputs = [t for t in tensors_of(args) + tensors_of(kwargs.values()) if t.is_floating_point()]
-        outputs = tensors_of([result])
+        inputs = [t for t in op_tensors(args) + op_tensors(kwargs.values()) if t.is_floating_point()]
+        outputs = op_tensors([result])
         if not outputs or name in MASKS:
             return
         # An op given no floating tensor (torch.tensor(v), from_numpy) converts values that already hold
@@ -221,7 +221,7 @@ def _reduced_dim(args: tuple, kwargs: dict) -> Any:
 
 def _risk(name: str, args: tuple) -> str | None:
     """Why this call is risky now, before it has gone non-finite; None when it is not."""
-    tensors = tensors_of(args)
+    tensors = op_tensors(args)
     if not tensors or not tensors[0].is_floating_point() or not tensors[0].numel():
         return None
     x, kind = tensors[0], category(name)
@@ -536,7 +536,7 @@ class OnFailingValues:
         except Exception as exc:
             return cls(watch.first, evidence + [f"... with {watch.first.kind} made safe: raised {type(exc).__name__}"])
         evidence.append(f"... with {watch.first.kind} made safe at {watch.first.site.short}: {_value(fixed)}")
-        confirmed = not _finite(tensors_of([value])) and bool(safe.applied) and _finite(tensors_of([fixed]))
+        confirmed = not _finite(op_tensors([value])) and bool(safe.applied) and _finite(op_tensors([fixed]))
         if confirmed and watch.first.from_data:
             evidence.append(f"... the operand of {display_name(watch.first.op)} depends on no weight: the data put it "
                             "on the edge of the op's domain, whatever the rate or the clipping")
@@ -544,7 +544,7 @@ class OnFailingValues:
 
 
 def _value(value: Any) -> str:
-    tensors = [t for t in tensors_of([value]) if t.is_floating_point()]
+    tensors = [t for t in op_tensors([value]) if t.is_floating_point()]
     if not tensors:
         return f"{value!r}"
     if tensors[0].numel() == 1:

@@ -51,7 +51,9 @@ def caller_frame(frame: FrameType | None) -> FrameType | None:
 _TRANSPARENT = (os.path.dirname(torch.__file__) + os.sep, os.path.join(os.path.dirname(os.path.dirname(__file__)), "agent", "hooks.py"))
 
 
-def tensors_of(values: Any) -> list[torch.Tensor]:
+def op_tensors(values: Any) -> list[torch.Tensor]:
+    """The tensors among an op's arguments (or results): each value a tensor, or a list or tuple of them
+    (torch.cat's). One level only, unlike ``batches.tensors_of``, which walks a whole batch."""
     found = []
     for value in values:
         if isinstance(value, torch.Tensor):
