@@ -356,37 +356,9 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
             exploding = False
             evidence.append("clipping does not keep the replay finite and learning: the gradients are not what "
                             "breaks the run")
-        elif not exploding and base.blew_up and healthy is not None:
-            return _clip_while_rising(ctx, start, healthy, clip, clipped, evidence, data, layer)
     if exploding:
         return _exploding(ctx, evidence, data, clip, layer, healthy)
     return ProbeOutcome(PASS, "no gradient explosion ahead of the failure", evidence, data=data)
-
-
-def _clip_while_rising(ctx: ProbeContext, start: Start, healthy: float, clip: float, clipped: Trial,
-                       evidence: list[str], data: dict, layer: str | None) -> ProbeOutcome:
-    """The loss was already rising when the norms exploded: a rate too high and an explosion look alike
-    there. Clipping is a cause only if a clip at the script's own rate lets the replay learn: at the usual
-    threshold, else at the healthy median norm (a recurrent net's norms grow through the healthy half, so
-    their 90th percentile is no guard). Its trial's final loss is then ranked against the lower rate's
-    (``fixed_loss``): whichever change leaves the loss lower names the cause. A clip a decade under the
-    median is not tried here: that only acts as a lower rate."""
-    if not clipped.learns:
-        median_clip = float(f"{healthy:.2g}")
-        if median_clip < clip:
-            clip, clipped = median_clip, run_trial(ctx, start, Adjust(clip=median_clip))
-            evidence.append(f"... with clip_grad_norm_ at {clip:g} (the healthy median): {clipped.describe()}")
-    data.update(clip=clip, confirmed=clipped.learns, fixed_loss=clipped.final if clipped.learns else None)
-    if not clipped.learns:
-        return ProbeOutcome(PASS, "no gradient explosion ahead of the failure: the loss was already rising, and "
-                            "clipping at the script's rate does not let the replay learn", evidence, data=data)
-    evidence.append(f"the loss was already rising before the peak; clipping at {clip:g} at the script's own rate "
-                    "keeps the replay finite and falling")
-    outcome = _exploding(ctx, evidence, data, clip, layer, healthy)
-    outcome.summary = (f"exploding gradients{f' ({layer})' if layer else ''}: the norm grew "
-                       f"{data.get('spike') or math.inf:.3g}x over its healthy median; clipping at {clip:g} at the "
-                       "same rate keeps the replay finite and the loss falling")
-    return outcome
 
 
 def _clip_never_ran(ctx: ProbeContext) -> tuple[Site, Site | None] | None:
