@@ -115,6 +115,18 @@ def test_a_clip_the_script_switched_off_is_named_with_its_condition_when_clippin
                                  "nan_clip_switched_off.py:28 never held)")
 
 
+def test_a_float16_overflow_before_the_first_optimizer_step_is_proven_in_float32():
+    """The run fails at step 0, before its Adam ever stepped; the replays step it. The probes' snapshot holds
+    every optimizer the script made, so each replay starts from its empty state (before, the float16 moments
+    of one replay stayed, the float32 trial's step raised in the script's own loop, and the loop ended)."""
+    results = run_checks("fp16_first_step_adam.py", folder=SCRIPTS, checks=("nan.unsafe_math", "nan.precision"))
+    result = results["nan.precision"]
+
+    assert result.status == "fail" and result.data["confirmed"] is True, (result.summary, result.evidence)
+    assert "exp at fp16_first_step_adam.py:17 goes past 65504" in result.summary
+    assert any(line.startswith("... computed in float32: finite") for line in result.evidence)
+
+
 def test_nan_inputs_of_a_loop_without_a_loader_are_read_from_the_model_call_and_named():
     """No DataLoader and a loss on indexed outputs: the inputs the model got at the failing step are read."""
     result = run_checks("nan_rownorm_fullbatch.py", folder=SCRIPTS, checks=("nan.inputs",))["nan.inputs"]

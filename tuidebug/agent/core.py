@@ -742,7 +742,11 @@ class Agent:
                                    not_kept=self.batches.not_kept)
 
     def take_snapshot(self) -> Snapshot:
-        return Snapshot.take(self.observed.models, self.optimizers, self.observed.stateful_objects())
+        """The state to restore after a probe, or to replay from. Every optimizer the script made is in it,
+        not only those that stepped: a probe that replays the loop before its first step (a NaN at step 0)
+        steps one, and what that step leaves (Adam's moments, its step count) must go too."""
+        unstepped = [o for o in list(self.created_optimizers) if not any(o is s for s in self.optimizers)]
+        return Snapshot.take(self.observed.models, [*self.optimizers, *unstepped], self.observed.stateful_objects())
 
     def on_scaled_loss(self, scaler: Any, raw: torch.Tensor, scaled: torch.Tensor) -> None:
         self.on_stateful(scaler)
