@@ -18,7 +18,10 @@ import torch
 from conftest import SCRIPTS, wait_for
 
 from tuidebug import protocol
+from tuidebug.agent import check_schedule
+from tuidebug.agent.check_schedule import CheckSchedule
 from tuidebug.launcher import BOOTSTRAP
+from tuidebug.session import Session
 
 STEPS = SCRIPTS / "pat_steps.py"
 PRINTED = re.compile(r"^step (\d+) loss (\S+) weights (\S+)$")
@@ -325,3 +328,32 @@ def test_a_clip_through_the_total_norm_api_is_seen_once() -> None:
     finally:
         undo()
     assert seen.clips == pytest.approx([math.sqrt(48.0), 1.0], rel=1e-4)
+
+
+def _schedule_after(steps: int, plain: float, extra: float) -> CheckSchedule:
+    """A schedule fed ``steps`` steps of ``plain`` seconds, the sampled ones ``extra`` seconds longer."""
+    schedule = CheckSchedule()
+    for step in range(1, steps + 1):
+        sampled = schedule.sampled(step)
+        schedule.step_took(step, plain + (extra if sampled else 0.0), 0.0)
+    return schedule
+
+
+def test_the_sampled_checks_stretch_apart_only_on_a_long_run_of_very_short_steps() -> None:
+    """0.4 ms steps whose sampled ones cost 1 ms more: every 125th step keeps the checks at 2% of the time,
+    once the first FULL_SCHEDULE_STEPS have run at the default period; 3 ms steps keep the default."""
+    assert _schedule_after(check_schedule.FULL_SCHEDULE_STEPS - 1, 0.0004, 0.001).every == check_schedule.SAMPLE_EVERY
+    tiny = _schedule_after(3000, 0.0004, 0.001)
+    assert tiny.every == pytest.approx(0.001 / (check_schedule.CHECK_BUDGET * 0.0004), abs=2) and tiny.stretched
+    assert _schedule_after(3000, 0.003, 0.001).every == check_schedule.SAMPLE_EVERY
+    assert _schedule_after(3000, 0.00001, 0.001).every == check_schedule.MAX_SAMPLE_EVERY
+    early = CheckSchedule()
+    assert all(early.sampled(step) for step in range(1, check_schedule.EARLY_STEPS + 1))
+
+
+def test_the_header_says_when_the_checks_or_the_norms_are_sampled() -> None:
+    session = Session("train.py", [])
+    session.ingest(protocol.Step(step=600, time=1.0, loss=0.5, step_seconds=0.0004))
+    assert session.sampling_text() is None
+    session.ingest(protocol.Step(step=601, time=1.1, loss=0.5, step_seconds=0.0004, norm_every=4, check_every=125))
+    assert session.sampling_text() == "grad norm every 4 steps, checks every 125 steps"

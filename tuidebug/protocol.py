@@ -111,6 +111,9 @@ class Step(Message):
     # The gradient norms were taken every k-th step (their cost was over the agent's budget on short
     # steps): grad_norm is None on the steps between; the loss is still checked at every step.
     norm_every: int = 1
+    # The sampled checks (the loss input's range, stale gradients, kept graphs...) ran every k-th step
+    # only, k stretched past its default on very short steps (agent/check_schedule.py); None: the default.
+    check_every: int | None = None
 
 
 @dataclass

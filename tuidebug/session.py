@@ -350,9 +350,14 @@ class Session:
         return f"{'ETA' if left[0] == 'run' else 'epoch ends in'} {seconds_text(left[1])}"
 
     def sampling_text(self) -> str | None:
-        """Said while the agent takes the gradient norms every k-th step only (their cost on short steps)."""
-        every = self.last_step.norm_every if self.last_step is not None else 1
-        return f"grad norm every {every} steps" if every > 1 else None
+        """Said while the agent takes the gradient norms, or runs its sampled checks, less often than by
+        default (their cost on short steps)."""
+        last = self.last_step
+        if last is None:
+            return None
+        parts = ([f"grad norm every {last.norm_every} steps"] if last.norm_every > 1 else []) + \
+            ([f"checks every {last.check_every} steps"] if last.check_every else [])
+        return ", ".join(parts) or None
 
     def busy_text(self) -> str | None:
         """How busy the device is, labelled with what was measured: the GPU's utilisation (NVML), else the

@@ -28,8 +28,9 @@ import torch
 from tuidebug.agent.bundle import bundle_snapshot, load_bundle
 from tuidebug.agent.client import AgentClient
 from tuidebug.agent.crash import FailedLoss, FailedModule, LoaderShape
+from tuidebug.agent.check_schedule import CheckSchedule
 from tuidebug.agent.control import Control
-from tuidebug.agent.facts import IDLE_STEPS, Facts, IdleOptimizer, LoaderSeen, SchedulerCalls, sampled, watch_head
+from tuidebug.agent.facts import IDLE_STEPS, Facts, IdleOptimizer, LoaderSeen, SchedulerCalls, watch_head
 from tuidebug.agent.gradients import (COST_SMOOTHING, NormSampler, ParameterLists, blocks_host, stacked_norms,
                                      total_of, values_of, with_dense_grad)
 from tuidebug.agent.kept_batches import KeptBatches
@@ -188,6 +189,7 @@ class PendingStep:
     planned_steps: int | None = None
     compute_seconds: float | None = None
     norm_every: int = 1
+    check_every: int | None = None
     ready: Any = None  # a CUDA event when any tensor lives on a GPU
 
 
@@ -237,6 +239,7 @@ class Agent:
         self._unchecked_losses: list[torch.Tensor] = []  # on a GPU: checked with the gradients, one device sync a step
         self.parameter_lists = ParameterLists()
         self.norm_sampler = NormSampler()
+        self.checks = CheckSchedule()  # which steps run the sampled checks
         self._clipped: list[torch.Tensor] = []
         self._clip_at: float | None = None
         self._stepped = False
@@ -431,7 +434,7 @@ class Agent:
             if self.facts.model_site is not None:  # the loop's file: read by the checks that scan the source
                 self.facts.source_files.add(self.facts.model_site.path)
             self.facts.observe_first_inputs(tensors, self.facts.model_site)
-        if self.batches and sampled(self.step + 1):
+        if self.batches and self.checks.sampled(self.step + 1):
             self.facts.input_paths = input_paths(args, kwargs, self.batches[-1].batch)
         if not self.loop_uses_loader():
             if any(t.grad_fn is not None for t in tensors):
@@ -489,7 +492,7 @@ class Agent:
         index = self._loss_calls
         self._loss_calls += 1
         self._loss_targets.append(target)
-        if sampled(self.step + 1) or index not in self.facts.loss_calls:
+        if self.checks.sampled(self.step + 1) or index not in self.facts.loss_calls:
             self.facts.observe_loss(index, function, input, target, self.module_of)
             if index == 0 and self.batches:
                 self.facts.target_path = batch_path_of(target, self.batches[-1].batch)
@@ -813,7 +816,8 @@ class Agent:
         optimizer's zero_grad, or, in a loop that updates its weights by hand, by ``w.grad.zero_()``.)"""
         model = self.model
         by_hand = self.hand_updated_parameters()
-        if (model is None and not by_hand) or (self._primary is None and not by_hand) or not sampled(self.step + 1):
+        if (model is None and not by_hand) or (self._primary is None and not by_hand) or \
+                not self.checks.sampled(self.step + 1):
             return
         param = by_hand[0] if by_hand else next((p for p in model.parameters() if p.requires_grad), None)
         if param is None:
@@ -996,10 +1000,11 @@ class Agent:
         self._check_wiped(optimizer)
         if len(self.optimizers) > 1:
             label = f"optimizer {self.optimizers.index(optimizer) + 1} ({type(optimizer).__name__})"
-            self.facts.resets.at_step(optimizer, label, step, sampled(step), lambda p: self._param_name(p, 0))
+            self.facts.resets.at_step(optimizer, label, step, self.checks.sampled(step),
+                                      lambda p: self._param_name(p, 0))
         if step == 1 and not self.checkpoints and self.config.break_on_nan:
             self.checkpoints.append((0, self.take_snapshot()))  # the state before the first update
-        if optimizer is self._primary() and self.model is not None and sampled(step):
+        if optimizer is self._primary() and self.model is not None and self.checks.sampled(step):
             self.facts.check_gradients(step, self.model)
             self.facts.record_mode(step, self.model)
             if step <= self._primary_since + 1:  # every optimizer made: at step 1 an actor's may not have stepped yet
@@ -1165,12 +1170,17 @@ class Agent:
         self.facts.observe_watched(self.watched_step.end())
         self._last_step_end = now
         self._read_memory(record)
-        self.tracing_outputs = sampled(self.step + 1)
         self._outputs.clear()
-        if sampled(self.step):
+        checks_took = 0.0
+        if self.checks.sampled(self.step):
+            started = time.perf_counter()
             self._check_weights_move(skipped)
             self._check_idle_optimizers()
             self._report_findings()
+            checks_took = time.perf_counter() - started
+        self.checks.step_took(self.step, record.step_seconds, checks_took)
+        record.check_every = self.checks.every if self.checks.stretched else None
+        self.tracing_outputs = self.checks.sampled(self.step + 1)
         if self.client is not None:
             self.client.send_metric(record)
         self._maybe_checkpoint(record.step_seconds)
@@ -1357,7 +1367,7 @@ def to_step(record: PendingStep) -> Step:
         cuda_allocated=record.cuda_allocated, skipped=record.skipped, clip_at=record.clip_at,
         norm_before_clip=total_of([float(t) for t in record.clipped]) if record.clipped else None,
         epoch_batch=record.epoch_batch, epoch_batches=record.epoch_batches, planned_steps=record.planned_steps,
-        compute_seconds=record.compute_seconds, norm_every=record.norm_every,
+        compute_seconds=record.compute_seconds, norm_every=record.norm_every, check_every=record.check_every,
     )
     if record.layer_norms is not None:
         step.layer_norms = dict(zip(record.layer_names, values_of(record.layer_norms)))

@@ -2,8 +2,8 @@
 computes a silently wrong loss, or keeps growing in memory.
 
 Everything here runs on the training thread, so it is sampled: a check that needs a look at
-tensors (a host sync on a GPU) is made on the first EARLY_STEPS steps and then every
-SAMPLE_EVERY steps. What is kept is small: a few numbers, names and source lines per kind.
+tensors (a host sync on a GPU) is made on the sampled steps only (``check_schedule``). What is kept is
+small: a few numbers, names and source lines per kind.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ from tuidebug.probe_api import optimizer_params
 from tuidebug.probes.shape import reordered
 from tuidebug.sites import Site, frame_locals, is_user_file, user_site
 
-EARLY_STEPS = 5
-SAMPLE_EVERY = 25
 CLASS_LOSSES = ("cross_entropy", "nll_loss")
 # The losses whose target is a probability: binary_cross_entropy refuses one outside [0, 1], the logits form
 # takes it and its loss falls without bound (8-bit masks of 0/255 are the usual way there).
@@ -154,10 +152,6 @@ def value_ranges(input: torch.Tensor, target: torch.Tensor | None) -> list[torch
     target_low = target.detach().min().float() if has_target else nothing
     target_high = target.detach().max().float() if has_target else nothing
     return [low, high, rows_sum_to_one, target_low, target_high, nothing.new_full((), float(has_target))]
-
-
-def sampled(step: int) -> bool:
-    return step <= EARLY_STEPS or step % SAMPLE_EVERY == 0
 
 
 @dataclass
