@@ -51,6 +51,7 @@ from typing import IO, Any
 
 import psutil
 
+from tuidebug.agent.check_schedule import SAMPLE_EVERY
 from tuidebug.cli import agent_options, build_parser
 from tuidebug.launcher import ChildRun, Target
 from tuidebug.server import AgentServer
@@ -301,8 +302,10 @@ def print_hooks_alone(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         where = "break-on-NaN on" if row["mode"] == "armed" else "break-on-NaN off"
         sampled = f"; gradient norms every {row['norm_every']} step(s)" if row["mode"] == "off" else ""
+        checks = f"; checks every {row['check_every']} steps" if row["check_every"] > SAMPLE_EVERY else ""
         print(f"  hooks alone {row['workload']:13} {where:16}: agent / bare {row['ratio']:.3f} (median step "
-              f"{row['agent_ms']:.3f} ms vs {row['bare_ms']:.3f} ms{sampled})")
+              f"{row['agent_ms']:.3f} ms vs {row['bare_ms']:.3f} ms), mean step {row['mean_ratio']:.3f}"
+              f"{sampled}{checks}")
 
 
 def print_scale(rows: list[dict[str, Any]]) -> None:
