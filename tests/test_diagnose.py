@@ -14,7 +14,7 @@ KEYS = {"failure_class", "cause", "summary", "fix", "evidence", "checks", "repro
         "steps", "partial"}
 
 
-def diagnose(tmp_path: Path, script: str, *args: str) -> tuple[int, dict, str]:
+def diagnose(tmp_path: Path, script: str | Path, *args: str) -> tuple[int, dict, str]:
     out = tmp_path / "report.json"
     result = subprocess.run(
         [*tuidebug_command(), "diagnose", "--json", str(out), "--bundle-dir", str(tmp_path / "bundle"),
@@ -77,6 +77,20 @@ def test_replay_validates_the_fix_and_reports_an_unfixed_script(tmp_path):
     assert unfixed.stdout.startswith("fail: the failing case still fails")
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
     assert repaired.stdout.startswith("pass: the failing case no longer fails")
+
+
+def test_a_failure_before_the_first_optimizer_step_has_a_reproduction_that_validates_the_fix(tmp_path):
+    """float16 overflows at step 0, before Adam ever stepped: the bundle holds the state before that step (the
+    optimizer made over the model, its state still empty), and the replay tells the fixed script apart."""
+    script = SCRIPTS / "fp16_first_step_adam.py"
+    code, report, _ = diagnose(tmp_path, script)  # an absolute path: EXAMPLES / script is the script itself
+    fixed = tmp_path / "fixed.py"
+    fixed.write_text(script.read_text().replace(".half()", ""))
+
+    assert (code, report["cause"]) == (1, "fp16_overflow"), report["summary"]
+    unfixed, repaired = _replay(report["reproduction"], script), _replay(report["reproduction"], fixed)
+    assert unfixed.returncode == 1 and unfixed.stdout.startswith("fail: the failing case still fails"), unfixed.stderr
+    assert repaired.returncode == 0 and repaired.stdout.startswith("pass: the failing case no longer fails")
 
 
 def test_bundle_files_load_with_weights_only(tmp_path):

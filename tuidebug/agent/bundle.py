@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tuidebug.agent.snapshot import Snapshot
+from tuidebug.probe_api import optimizer_params
 
 if TYPE_CHECKING:
     from tuidebug.agent.core import Agent
@@ -58,11 +59,11 @@ def save_bundle(agent: Agent, folder: str, meta: dict[str, Any]) -> str:
     """Write the bundle for the agent's current failure (or its latest batch) into ``folder``. The files
     are written into a private scratch folder inside it and moved into place, ``bundle.json`` last: a
     full or read-only disk leaves no half-written bundle, only a BundleError that says why."""
-    if agent.model is None or agent.optimizer_of(agent.model) is None:
+    optimizer = _optimizer_to_save(agent)
+    if agent.model is None or optimizer is None:
         raise BundleError("no model and optimizer seen: nothing to reproduce")
     start, steps, batches = _start(agent)
     model_state = next((state for model, state, _ in start.modules if model is agent.model), None)
-    optimizer = agent.optimizer_of(agent.model)
     optimizer_state = next((state for opt, state in start.optimizers if opt is optimizer), None)
     saved = [plain(b) for b in batches]
     positions = [state["last_epoch"] for _, state in start.stateful if "last_epoch" in state]
@@ -86,6 +87,21 @@ def save_bundle(agent: Agent, folder: str, meta: dict[str, Any]) -> str:
             shutil.rmtree(path, ignore_errors=True)
         raise BundleError(f"cannot write the bundle into {folder}: {exc}") from None
     return str(path)
+
+
+def _optimizer_to_save(agent: Agent) -> torch.optim.Optimizer | None:
+    """The model's optimizer: the one that steps it, else, for a non-finite value before its first step
+    (float16 overflow or NaN inputs at step 0), one the script made over the model's parameters. The
+    replay starts from the state before that step, with the optimizer's state still empty."""
+    model = agent.model
+    if model is None:
+        return None
+    found = agent.optimizer_of(model)
+    if found is None and agent.failure is not None:
+        params = {id(p) for p in model.parameters()}
+        found = next((o for o in list(agent.created_optimizers)
+                      if any(id(p) in params for p in optimizer_params(o))), None)
+    return found
 
 
 def _start(agent: Agent) -> tuple[Snapshot, int, list[Any]]:
