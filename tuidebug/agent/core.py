@@ -395,9 +395,12 @@ class Agent:
 
     def on_top_level_call(self, module: torch.nn.Module, args: tuple) -> None:
         """An outermost module call: the model if it has parameters, else maybe the loss module."""
-        if hasattr(module, "_orig_mod") or getattr(module, "_compiled_call_impl", None) is not None:
+        # torch.compile's wrapper holds the model as its submodule _orig_mod (read from _modules: a missing
+        # attribute costs nn.Module.__getattr__ an exception, a microsecond a call on every step)
+        wrapped = module._modules.get("_orig_mod")
+        if wrapped is not None or getattr(module, "_compiled_call_impl", None) is not None:
             self.watched_step.done = True  # a mode around a compiled call would make dynamo compile it again
-        module = getattr(module, "_orig_mod", module)  # torch.compile's wrapper
+        module = wrapped if wrapped is not None else module
         seen = self.observed
         if module is seen.model:
             return
