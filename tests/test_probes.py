@@ -12,7 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pytest
 import torch
 
-from conftest import EXAMPLES, SCRIPTS, wait_for
+from conftest import EXAMPLES, ROOT, SCRIPTS, wait_for
 
 
 def _plain_output(script, *args: str) -> Future:
@@ -72,6 +72,20 @@ def test_after_the_end_a_copy_trains_at_the_last_steps_rate_on_a_training_batch(
     assert result.status == "pass", (result.summary, result.evidence)
     assert any("at the rate of the run's last step (0.125), not the optimizer's after the script ended (0)" in line
                for line in result.evidence), result.evidence
+
+
+def test_one_batch_of_a_gan_that_does_not_fit_is_not_a_broken_pipeline(start_run):
+    """A toy GAN (a corpus control: R1 penalty every 16 steps, two Adams in turns): its summed loss on one
+    batch does not fall to a share of its start, as a game's does not; with two optimizers stepping in
+    turns the test says so instead of failing the pipeline."""
+    run, session = start_run(ROOT / "corpus" / "healthy" / "r33dok_stylegan2_r1_lazy_regularization_toy.py",
+                             break_at=40)
+    wait_for(lambda: session.state == "paused", 60, "the break at step 40")
+
+    result = _run_probe(run, session)
+
+    assert result.status == "inconclusive", (result.summary, result.evidence)
+    assert "optimizers in turns" in result.summary and result.data["outcome"] == "still_improving"
 
 
 def test_overfit_fails_when_no_gradient_reaches_the_weights(start_run):

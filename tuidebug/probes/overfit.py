@@ -84,6 +84,11 @@ def weighed_against_the_run(ctx: ProbeContext, outcome: ProbeOutcome) -> ProbeOu
     optimizer moves them (a warm-up, a small rate). Frozen or non-finite curves stand as they are."""
     if outcome.data.get("outcome") not in ("cannot_fit", "still_improving") or run_found(ctx, "loss_at_chance"):
         return outcome  # a run that came down to chance level has not learned, whatever its fall
+    if len(ctx.run.optimizers) >= 2:
+        return ProbeOutcome(INCONCLUSIVE, outcome.summary.split(";")[0] + f": the run steps {len(ctx.run.optimizers)} "
+                            "optimizers in turns (a GAN's generator and discriminator, an actor and a critic): their "
+                            "losses play against each other, so the batch's summed loss has no floor to fit down to",
+                            outcome.evidence, curve=outcome.curve, data={"outcome": "still_improving"})
     if rises_while_the_run_falls(ctx, outcome.curve or []):
         first, last, steps = run_trend(ctx)
         return ProbeOutcome(INCONCLUSIVE, outcome.summary.split(";")[0] + f": the batch's loss rose under the run's own "
