@@ -68,6 +68,17 @@ def gather(model: nn.Module, facts: Facts, batches: int) -> torch.Tensor:
     return feats
 
 
+def gather_in_a_list(model: nn.Module, facts: Facts, batches: int) -> list[torch.Tensor]:
+    """Per-batch log-likelihoods kept in a list for one autograd.grad over all of them (EWC's Fisher)."""
+    log_likelihoods = []
+    for _ in range(batches):
+        out = model(torch.randn(3, 4))
+        facts.tag_graph(out, 7, "model output")
+        log_likelihoods.append(out[:, 0])
+    frames.append(sys._getframe())
+    return log_likelihoods
+
+
 frames: list = []
 
 
@@ -85,6 +96,16 @@ def test_a_tensor_gathering_the_outputs_of_several_forwards_is_named_with_its_li
     frames.clear()
     gather(model, facts, 1)
     assert holders.piled(frames, 7, more_than=1) == []  # one forward's output is what a step holds anyway
+
+
+def test_a_list_of_outputs_kept_with_their_graphs_is_named_with_its_append() -> None:
+    facts, model = Facts(), Head()
+    frames.clear()
+    gather_in_a_list(model, facts, 5)
+    found = holders.piled(frames, 7, more_than=1)
+    assert [(name, forwards) for name, forwards, _ in found] == [("log_likelihoods", 5)]
+    line = line_of("log_likelihoods.append(out[:, 0])")
+    assert found[0][2] == f"test_findings.py:{line} `log_likelihoods.append(out[:, 0])` in gather_in_a_list()"
 
 
 def test_containers_of_different_lengths_read_with_one_index_are_found() -> None:

@@ -197,27 +197,29 @@ def _tensors_in(value: Any, depth: int) -> list[torch.Tensor]:
 
 
 def piled(frames: list[FrameType], step: int, more_than: int) -> list[tuple[str, int, str | None]]:
-    """(name, forwards, line) of the tensors in the user's frames whose graph holds the model outputs
-    of more than ``more_than`` forward passes of the step in progress: outputs gathered with their
-    graphs (``feats = torch.cat((feats, model(x)))`` in an evaluation run with gradients on)."""
+    """(name, forwards, line) of the tensors (or lists and tuples of them) in the user's frames whose graphs
+    hold the model outputs of more than ``more_than`` forward passes of the step in progress: outputs
+    gathered with their graphs (``feats = torch.cat((feats, model(x)))`` in an evaluation run with
+    gradients on, or ``log_likelihoods.append(out[:, y])`` for one ``autograd.grad`` over all of them)."""
     found = []
     for name, value, path, _ in _roots(frames, []):
-        if isinstance(value, torch.Tensor) and value.grad_fn is not None:
-            forwards = _outputs_in_graph(value.grad_fn, step)
-            if forwards > more_than:
-                found.append((name, forwards, _fed_at(name, path)))
+        items = [value] if isinstance(value, torch.Tensor) else value if isinstance(value, (list, tuple)) else []
+        roots = [item.grad_fn for item in items if isinstance(item, torch.Tensor) and item.grad_fn is not None]
+        if roots and (forwards := _outputs_in_graph(roots, step)) > more_than:
+            found.append((name, forwards, _fed_at(name, path)))
     return sorted(found, key=lambda item: -item[1])
 
 
-def _outputs_in_graph(root: Any, step: int) -> int:
-    """How many model outputs of ``step`` (their tags) the graph from ``root`` reaches."""
-    tags = (node.metadata.get("tuidebug") for node in graph_nodes(root, SEARCH_NODES) if hasattr(node, "metadata"))
+def _outputs_in_graph(roots: list[Any], step: int) -> int:
+    """How many model outputs of ``step`` (their tags) the graphs from ``roots`` reach."""
+    tags = (node.metadata.get("tuidebug") for node in graph_nodes(roots, SEARCH_NODES) if hasattr(node, "metadata"))
     return len({id(tag) for tag in tags if tag is not None and tag.step == step and tag.what == "model output"})
 
 
-def graph_nodes(root: Any, limit: int) -> Iterator[Any]:
-    """The autograd nodes reachable from ``root`` (a ``grad_fn``), each once, at most ``limit`` of them."""
-    todo, seen = [root], set()
+def graph_nodes(roots: Any, limit: int) -> Iterator[Any]:
+    """The autograd nodes reachable from ``roots`` (a ``grad_fn``, or a list of them), each once, at most
+    ``limit`` of them."""
+    todo, seen = list(roots) if isinstance(roots, list) else [roots], set()
     while todo and len(seen) < limit:
         node = todo.pop()
         if node is None or id(node) in seen:

@@ -588,8 +588,9 @@ def _gathered(holder: tuple[str, int, str | None], evidence: list[str], per_step
     scope = f"run {function} under torch.no_grad()" if function else "compute it under torch.no_grad()"
     return ProbeOutcome(FAIL, f"`{name}`{where} gathers model outputs with their autograd graphs: every forward's "
                         "activations stay alive until memory runs out", evidence,
-                        f"{scope} (or gather out.detach()){where}: the outputs are kept for their values, not "
-                        "for backward", data={"cause": "memory_leak"})
+                        f"{scope} (or gather out.detach()){where} where the outputs are kept for their values; "
+                        "where one backward (or autograd.grad) over all of them is meant, take it per batch and "
+                        "sum the gradients", data={"cause": "memory_leak"})
 
 
 def _kept_more_than(found: list[holders.Holding], asked: int) -> list[holders.Holding]:
