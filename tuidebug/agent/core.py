@@ -26,9 +26,9 @@ from typing import Any
 import torch
 
 from tuidebug.agent.bundle import bundle_snapshot, load_bundle
+from tuidebug.agent.check_schedule import CheckSchedule
 from tuidebug.agent.client import AgentClient
 from tuidebug.agent.crash import FailedLoss, FailedModule, LoaderShape
-from tuidebug.agent.check_schedule import CheckSchedule
 from tuidebug.agent.control import Control
 from tuidebug.agent.facts import IDLE_STEPS, Facts, IdleOptimizer, LoaderSeen, SchedulerCalls, watch_head
 from tuidebug.agent.gradients import (COST_SMOOTHING, NormSampler, ParameterLists, blocks_host, stacked_norms,
