@@ -1305,6 +1305,35 @@ def test_a_reshape_that_swaps_batch_and_tokens_mixes_the_samples_where_the_layer
     assert model.training and all(p.grad is None for p in model.parameters())
 
 
+class LayerInForward(nn.Module):
+    """A point-cloud pooling block that builds its conv inside forward: new random weights at every call."""
+
+    def __init__(self, drift: bool = False) -> None:
+        super().__init__()
+        self.mlp = nn.Linear(3, 8)
+        self.drift, self.calls = drift, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        conv = nn.Conv1d(8, 8, 1)
+        self.calls += 1
+        return conv(self.mlp(x).transpose(1, 2)).mean(2) + (self.calls if self.drift else 0)
+
+
+@pytest.mark.parametrize("drift", [False, True])
+def test_the_batch_mixing_chart_reads_a_random_forward_from_one_random_state(drift: bool) -> None:
+    """Every run starts from the same random state (the conv built in forward gets the same weights each
+    time): the samples stay apart. An output that changes between two runs on the same inputs for another
+    reason (a counter) leaves nothing to read. The script's random state is put back."""
+    from tuidebug.probes.batch_mixing import chart
+    torch.manual_seed(0)
+    model, points = LayerInForward(drift), torch.randn(6, 5, 3)
+    state = torch.get_rng_state()
+    found = chart(model, (points,), {}, 6)
+
+    assert found.samples == ("unstable" if drift else "apart")
+    assert torch.equal(torch.get_rng_state(), state)
+
+
 def encode_all(model: nn.Module, kept: list) -> None:
     for _ in range(3):
         kept.append(model(torch.randn(4, 4)))
@@ -1407,3 +1436,13 @@ def test_a_matmul_whose_gradient_overflows_from_huge_values_is_a_divergence_not_
 
     assert bool(torch.isfinite(loss)) and not bool(torch.isfinite(w.grad).all())
     assert watch.first is None and watch.first_other is not None and watch.first_other.op == "mm"
+
+
+def test_memory_that_grows_with_the_square_of_the_batch_is_told_from_its_activations() -> None:
+    """A relation head over every pair of 640 boxes: twice the rows, four times the bytes."""
+    from tuidebug.probes.memory import _grows_with_square
+
+    mib = 2**20
+    assert _grows_with_square([(80, 13 * mib), (160, 51 * mib)]) == pytest.approx(1.97, abs=0.01)
+    assert _grows_with_square([(8, 3 * mib), (16, 6 * mib), (32, 12 * mib)]) is None  # activations: linear
+    assert _grows_with_square([(8, mib // 10), (16, mib // 2)]) is None  # too few bytes to tell from noise

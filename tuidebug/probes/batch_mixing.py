@@ -21,6 +21,7 @@ from tuidebug.probes.watch import OpWatch
 from tuidebug.sites import Site
 
 APART, REORDERED, MIXED = "apart", "reordered", "mixed"
+UNSTABLE = "unstable"  # two runs on the same inputs, from the same random state, differ: no change can be read
 # The op outputs kept for the search of where the samples part ways: the forward's first ones, in order.
 KEPT_OUTPUTS = 400
 # A row "moved" when it changed by more than this share of the tensor's largest value: the other rows are
@@ -92,6 +93,9 @@ def chart(model: torch.nn.Module, args: tuple, kwargs: dict, batch: int) -> Char
     """Run the model in eval mode on (args, kwargs), then with the first sample changed, then with the last; None
     when no input can be changed (no tensor with the batch first). Modes are put back; nothing is trained."""
     runs = [_run(model, args, kwargs, batch)]
+    again, _ = _run(model, args, kwargs, batch)
+    if any(a.shape != b.shape or moved_rows(a, b, 0) for a, b in zip(runs[0][0], again)):
+        return Chart([tuple(t.shape) for t in runs[0][0]], UNSTABLE)
     for row in (0, batch - 1):
         changed = _with_sample_changed(args, kwargs, batch, row)
         if changed is None:
@@ -108,10 +112,13 @@ def chart(model: torch.nn.Module, args: tuple, kwargs: dict, batch: int) -> Char
 
 
 def _run(model: torch.nn.Module, args: tuple, kwargs: dict, batch: int) -> tuple[list[torch.Tensor], list[Output]]:
+    """One forward in eval mode, from the same random state each time (a VAE's sampled latent, a layer built
+    in forward draw the same numbers in every run); the script's own random state is put back after."""
     modes = [(m, m.training) for m in model.modules()]
     model.eval()  # BatchNorm on its running statistics, no dropout: nothing that mixes samples on purpose
     try:
-        with torch.no_grad():
+        with torch.no_grad(), torch.random.fork_rng():
+            torch.manual_seed(0)
             watch = Outputs(batch)
             with watch:
                 output = model(*args, **kwargs)
@@ -179,6 +186,9 @@ def mixing(ctx: ProbeContext) -> ProbeOutcome:
                 f"which of its outputs {', '.join(map(str, found.outputs[:2])) or '?'} moved"]
     if found.samples is None:
         return ProbeOutcome(INCONCLUSIVE, "the model's outputs do not change with its inputs", evidence)
+    if found.samples == UNSTABLE:
+        return ProbeOutcome(INCONCLUSIVE, "two runs of the model on the same inputs, from the same random state, give "
+                            "different outputs: what a changed sample moves cannot be told", evidence)
     if found.samples == APART:
         return ProbeOutcome(PASS, "the model keeps the samples apart: changing one sample's input moves its own "
                             "output only", evidence)
