@@ -241,7 +241,7 @@ def test_a_second_run_judges_the_slow_fall_of_the_whole_first_run_not_its_own_fi
     first_run = [7400.0 - 4.0 * step for step in range(240)]
     second = SimpleNamespace(params={"run_trend": [7345, 6442, 240], "run_losses": first_run},
                              history=[SimpleNamespace(step=s, loss=7616.0) for s in range(10)],
-                             run=SimpleNamespace(facts=SimpleNamespace(reported=set())))
+                             run=SimpleNamespace(facts=SimpleNamespace(reported=set()), optimizers=[object()]))
     assert run_losses(second) == first_run
     unfit = ProbeOutcome("fail", "cannot fit one batch: loss 7294 -> 6277", data={"outcome": "cannot_fit"})
     weighed = weighed_against_the_run(second, unfit)

@@ -30,6 +30,12 @@ from tuidebug.format import bytes_text
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome, probe
 from tuidebug.probes import holders, source
 
+# Memory that grows as the batch to the power SQUARED or more (1.8: n^2 with a linear part beside it) over
+# the batch sizes measured comes from an intermediate over pairs of rows; the activations of a batch grow
+# linearly: over the corpus's out-of-memory runs the exponent measured 0.2-1.0 (ten cases), and 1.97 for the
+# one whose relation head pairs every box with every other. Below SQUARED_MIN_BYTES the readings are noise.
+SQUARED = 1.8
+SQUARED_MIN_BYTES = 8 * 2**20
 HEADROOM = 0.1
 OVERSIZED = 1.0
 # One example's share of the failed allocation (its size over the batch) against the memory the step
@@ -375,6 +381,9 @@ def batch_size(ctx: ProbeContext) -> ProbeOutcome:
     data = {"points": points, "per_example": k, "batch": size, "largest": largest}
     if largest is not None:
         evidence.append(f"largest batch predicted to fit: {largest}")
+    squared = _grows_with_square(points) if crashed else None
+    if squared is not None:
+        return _pairs_of_rows(ctx, size, squared, evidence, data)
     if crashed and largest is not None and largest < size:
         suggested = verify(ctx, max(1, _round_down(largest)), size, evidence)
         data["verified"] = suggested
@@ -386,6 +395,29 @@ def batch_size(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(FAIL, f"out of memory at a batch of {size}, which the fit says should fit", evidence,
                             "reduce the batch size", data={**data, "cause": "batch_too_large"})
     return ProbeOutcome(PASS, f"the batch of {size} fits (largest predicted: {largest})", evidence, data=data)
+
+
+def _grows_with_square(points: list[tuple[int, int]]) -> float | None:
+    """The exponent of bytes against batch between the smallest and largest point measured, when it is
+    SQUARED or more (and the bytes are past noise): the step holds an intermediate that pairs every row of
+    the batch with every other (relations between all boxes, a distance matrix), not the rows' own
+    activations, which grow linearly."""
+    (small, low), (large, high) = min(points), max(points)
+    if large <= small or low <= 0 or high < SQUARED_MIN_BYTES:
+        return None
+    exponent = math.log(high / low) / math.log(large / small)
+    return exponent if exponent >= SQUARED else None
+
+
+def _pairs_of_rows(ctx: ProbeContext, size: int, exponent: float, evidence: list[str], data: dict) -> ProbeOutcome:
+    crash = ctx.run.crash
+    where = crash.site.split(" ", 1)[0] if crash.site else "the failing line"
+    evidence.append(f"the step's memory grows as the batch to the power {exponent:.2f}: an intermediate pairs the "
+                    f"{size} rows of the input with each other ({size:,} x {size:,} = {size * size:,} pairs)")
+    return ProbeOutcome(FAIL, f"the memory at {where} grows with the square of the {size} rows of the input: "
+                        f"{size * size:,} pairs do not fit; a smaller batch only hides it", evidence,
+                        f"bound the rows that meet pairwise at {where}: cap or sample them (boxes, points, "
+                        "nodes per example), or compute the pairs in chunks", data={**data, "cause": "oversized_intermediate"})
 
 
 def _unmeasured(ctx: ProbeContext, why: str) -> ProbeOutcome:
