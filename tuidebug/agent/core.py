@@ -30,7 +30,8 @@ from tuidebug.agent.check_schedule import CheckSchedule
 from tuidebug.agent.client import AgentClient
 from tuidebug.agent.crash import FailedLoss, FailedModule, LoaderShape
 from tuidebug.agent.control import Control
-from tuidebug.agent.facts import IDLE_STEPS, Facts, IdleOptimizer, LoaderSeen, SchedulerCalls, watch_head
+from tuidebug.agent.facts import (IDLE_STEPS, MADE_IN_FORWARD_SEEN, Facts, IdleOptimizer, LoaderSeen, SchedulerCalls,
+                                  watch_head)
 from tuidebug.agent.gradients import (COST_SMOOTHING, NormSampler, ParameterLists, blocks_host, stacked_norms,
                                      total_of, values_of, with_dense_grad)
 from tuidebug.agent.kept_batches import KeptBatches
@@ -240,6 +241,8 @@ class Agent:
         self.parameter_lists = ParameterLists()
         self.norm_sampler = NormSampler()
         self.checks = CheckSchedule()  # which steps run the sampled checks
+        self._made_in_forward: list[tuple[torch.nn.Module, Site | None]] = []  # until the model's output
+        self._made_seen = 0
         self._clipped: list[torch.Tensor] = []
         self._clip_at: float | None = None
         self._stepped = False
@@ -448,7 +451,25 @@ class Agent:
                                                self.observed.input_size), (args, kwargs))
         return None
 
+    def on_module_made_in_forward(self, module: torch.nn.Module) -> None:
+        """A module built while a forward runs: held until the model's output, when its weights exist."""
+        if self._made_seen < MADE_IN_FORWARD_SEEN:
+            self._made_seen += 1
+            self._made_in_forward.append((module, user_site()))
+
+    def _check_made_in_forward(self) -> None:
+        """The modules built during the forward that has just ended: those with trainable weights that are
+        no part of the model get new weights at every call, which no optimizer holds."""
+        made, self._made_in_forward = self._made_in_forward, []
+        model = self.observed.model
+        parts = {id(m) for m in model.modules()} if model is not None else set()
+        for module, site in made:
+            if id(module) not in parts and any(p.requires_grad for p in module.parameters()):
+                self.facts.observe_made_in_forward(module, site, self.step + 1)
+
     def on_model_output(self, output: Any) -> None:
+        if self._made_in_forward:
+            self._check_made_in_forward()
         if torch.is_inference_mode_enabled():
             return  # an evaluation's output: the training call's stays the one the loss is matched to
         seen = self.observed

@@ -51,6 +51,12 @@ EARLY_COLLAPSE = 1000
 # last step only, a multiplier of 0 (StepLR(gamma=0)) keeps it there while the run trains on.
 COLLAPSED_STEPS = 20
 PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR")
+# A layer with weights built inside forward at MADE_IN_FORWARD_STEPS different steps is built at every
+# call (a lazily built layer is built once, at the first forward): two are enough, as nothing but a bug
+# makes a trainable layer per call. At most MADE_IN_FORWARD_SEEN creations are looked at (each reads the
+# stack for its line): a loop that builds parameterless layers (nn.Softmax()) at every call pays nothing after.
+MADE_IN_FORWARD_STEPS = 2
+MADE_IN_FORWARD_SEEN = 64
 LEAKED_STEPS = 3
 # ... and at two sampled checks in a row, the oldest of the first still alive at the second with newer steps
 # joined: graphs that accumulate. Variables that each hold the latest graph of their kind are freed when
@@ -152,6 +158,20 @@ def value_ranges(input: torch.Tensor, target: torch.Tensor | None) -> list[torch
     target_low = target.detach().min().float() if has_target else nothing
     target_high = target.detach().max().float() if has_target else nothing
     return [low, high, rows_sum_to_one, target_low, target_high, nothing.new_full((), float(has_target))]
+
+
+@dataclass
+class MadeInForward:
+    """Layers of one kind built at one line while a forward ran, at these steps."""
+
+    kind: str
+    site: Site | None
+    steps: set[int] = field(default_factory=set)
+
+    def text(self) -> str:
+        where = f" at {self.site}" if self.site is not None else ""
+        return (f"`{self.kind}` is built inside forward{where} at every step ({len(self.steps)} steps seen): its "
+                "weights are new random ones at each call, not a part of the model, and no optimizer holds them")
 
 
 @dataclass
@@ -371,6 +391,7 @@ class Facts:
     not_in_optimizer: list[str] = field(default_factory=list)
     optimizer_foreign: int = 0  # parameters an optimizer holds that the model does not use
     unregistered: list[str] = field(default_factory=list)
+    made_in_forward: dict[str, MadeInForward] = field(default_factory=dict)  # creation site -> the layers made there
     frozen: list[str] = field(default_factory=list)
     mode_checks: list[tuple[int, bool]] = field(default_factory=list)  # (step, model.training)
     eval_parts: list[tuple[int, list[tuple[str, int]]]] = field(default_factory=list)  # (step, [(name, id)])
@@ -448,7 +469,8 @@ class Facts:
                             ("stale_grads", self.never_reset), ("zero_grad_wipes", self._wiped),
                             ("not_in_optimizer", self._not_in_optimizer),
                             ("head_untrained", lambda: self._head_untrained(step)),
-                            ("unregistered_modules", self._unregistered), ("no_grad_params", self._no_grad),
+                            ("unregistered_modules", self._unregistered), ("layers_in_forward", self._made_in_forward),
+                            ("no_grad_params", self._no_grad),
                             ("weights_unchanged", self._weights_unchanged),
                             ("idle_optimizer", lambda: self.idle_optimizer and self.idle_optimizer.text()),
                             ("graph_cut", self._graph_cut),
@@ -593,6 +615,20 @@ class Facts:
             return None
         return ("layers kept in a plain Python container are not registered, so model.parameters() and the "
                 f"optimizer never see them: {'; '.join(self.unregistered[:3])}")
+
+    def observe_made_in_forward(self, module: torch.nn.Module, site: Site | None, step: int) -> None:
+        """A layer with trainable weights built while a forward ran, and not a part of the model."""
+        key = str(site) if site is not None else type(module).__name__
+        made = self.made_in_forward.setdefault(key, MadeInForward(type(module).__name__, site))
+        made.steps.add(step)
+
+    def layers_in_forward(self) -> list[MadeInForward]:
+        """The layers built inside forward at MADE_IN_FORWARD_STEPS steps or more: new weights at every call."""
+        return [made for made in self.made_in_forward.values() if len(made.steps) >= MADE_IN_FORWARD_STEPS]
+
+    def _made_in_forward(self) -> str | None:
+        found = self.layers_in_forward()
+        return found[0].text() if found else None
 
     def _last_grad_checks(self) -> list[tuple[int, list[str], list[str]]]:
         """The last two gradient checks after step 1 (the first step may run before every loss is in)."""

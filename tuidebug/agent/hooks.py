@@ -100,10 +100,20 @@ def _install_module_hooks(agent: Agent) -> Callable[[], None]:
             return state
         return getstate
 
+    def wrap_init(original: Callable) -> Callable:
+        # A module built while a module's forward runs (a layer made inside forward): costs nothing else,
+        # as modules are built once, before training, in a loop without that bug.
+        def init(module: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
+            original(module, *args, **kwargs)
+            if depth[0] > 0 and not _is_compiling() and agent.active():
+                agent.on_module_made_in_forward(module)
+        return init
+
     agent.on_new_model = watch_model
     undo_call = _replace(torch.nn.Module, "__call__", wrap_call)
     undo_getstate = _replace(torch.nn.Module, "__getstate__", wrap_getstate)
-    return lambda: ([handle.remove() for handle in handles], undo_call(), undo_getstate())
+    undo_init = _replace(torch.nn.Module, "__init__", wrap_init)
+    return lambda: ([handle.remove() for handle in handles], undo_call(), undo_getstate(), undo_init())
 
 
 def _install_dataloader_hooks(agent: Agent) -> Callable[[], None]:

@@ -404,6 +404,15 @@ def optimizer(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(INCONCLUSIVE, "no model or optimizer seen")
     facts.check_parameters(model, ctx.run.optimizers)
     evidence = [f"optimizer(s) created at: {', '.join(f'{kind} at {site}' for kind, site in facts.optimizer_sites)}"]
+    made = facts.layers_in_forward()
+    if made:
+        evidence += [layer.text() for layer in made]
+        where = f" (now at {made[0].site.short})" if made[0].site is not None else ""
+        return ProbeOutcome(
+            FAIL, f"a layer is built inside forward: {made[0].text()}", evidence,
+            f"build the `{made[0].kind}` once in __init__ (self.layer = nn.{made[0].kind}(...)) and call it in "
+            f"forward{where}: then model.parameters() and the optimizer hold its weights",
+            data={"cause": "parameters_not_in_optimizer"})
     if facts.unregistered:
         attr = facts.unregistered[0].split(" ", 1)[0]
         evidence += [f"unregistered: {line}" for line in facts.unregistered]
