@@ -186,6 +186,7 @@ def learning_rate(ctx: ProbeContext) -> ProbeOutcome:
             f"lower the learning rate to {new} (x{stable:g}); with a warm-up or schedule, cap its peak there",
             data=data)
     if large and max(large.values()) > 1.0:
+        evidence += rate_sites(ctx)
         return ProbeOutcome(FAIL, "learning rate too high: single steps move weights by more than their size",
                             evidence, "lower the learning rate by 10x or more", data=data)
     data["confirmed"] = False
