@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tuidebug.agent.snapshot import Snapshot
-from tuidebug.probe_api import optimizer_params
 
 if TYPE_CHECKING:
     from tuidebug.agent.core import Agent
@@ -94,14 +93,7 @@ def _optimizer_to_save(agent: Agent) -> torch.optim.Optimizer | None:
     (float16 overflow or NaN inputs at step 0), one the script made over the model's parameters. The
     replay starts from the state before that step, with the optimizer's state still empty."""
     model = agent.model
-    if model is None:
-        return None
-    found = agent.optimizer_of(model)
-    if found is None and agent.failure is not None:
-        params = {id(p) for p in model.parameters()}
-        found = next((o for o in list(agent.created_optimizers)
-                      if any(id(p) in params for p in optimizer_params(o))), None)
-    return found
+    return agent.optimizer_of(model, unstepped=agent.failure is not None) if model is not None else None
 
 
 def _start(agent: Agent) -> tuple[Snapshot, int, list[Any]]:

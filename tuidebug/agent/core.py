@@ -326,11 +326,16 @@ class Agent:
         self._lightning = weakref.ref(found) if found is not None else None
         return found
 
-    def optimizer_of(self, model: torch.nn.Module) -> torch.optim.Optimizer | None:
-        """The optimizer that trains ``model`` (holds its parameters), the latest seen first."""
+    def optimizer_of(self, model: torch.nn.Module, unstepped: bool = False) -> torch.optim.Optimizer | None:
+        """The optimizer that trains ``model`` (holds its parameters), the latest seen first; with ``unstepped``,
+        else one the script made over them that has not stepped."""
         params = {id(p) for p in model.parameters()}
-        return next((opt for opt in reversed(self.optimizers)
-                     if any(id(p) in params for p in optimizer_params(opt))), None)
+        candidates = [*reversed(self.optimizers), *(self.unstepped_optimizers() if unstepped else [])]
+        return next((opt for opt in candidates if any(id(p) in params for p in optimizer_params(opt))), None)
+
+    def unstepped_optimizers(self) -> list[torch.optim.Optimizer]:
+        """The optimizers the script made that are not among those stepping (none yet, or an ended stage)."""
+        return [o for o in list(self.created_optimizers) if not any(o is s for s in self.optimizers)]
 
     def rates_of_last_step(self, optimizer: torch.optim.Optimizer) -> list[float] | None:
         """The rates ``optimizer``'s param groups had at the run's last step that trained at all (a linear
@@ -772,8 +777,8 @@ class Agent:
         """The state to restore after a probe, or to replay from. Every optimizer the script made is in it,
         not only those that stepped: a probe that replays the loop before its first step (a NaN at step 0)
         steps one, and what that step leaves (Adam's moments, its step count) must go too."""
-        unstepped = [o for o in list(self.created_optimizers) if not any(o is s for s in self.optimizers)]
-        return Snapshot.take(self.observed.models, [*self.optimizers, *unstepped], self.observed.stateful_objects())
+        return Snapshot.take(self.observed.models, [*self.optimizers, *self.unstepped_optimizers()],
+                             self.observed.stateful_objects())
 
     def on_scaled_loss(self, scaler: Any, raw: torch.Tensor, scaled: torch.Tensor) -> None:
         self.on_stateful(scaler)

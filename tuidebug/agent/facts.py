@@ -469,7 +469,8 @@ class Facts:
                             ("stale_grads", self.never_reset), ("zero_grad_wipes", self._wiped),
                             ("not_in_optimizer", self._not_in_optimizer),
                             ("head_untrained", lambda: self._head_untrained(step)),
-                            ("unregistered_modules", self._unregistered), ("layers_in_forward", self._made_in_forward),
+                            ("unregistered_modules", self._unregistered),
+                            ("layers_in_forward", lambda: next((made.text() for made in self.layers_in_forward()), None)),
                             ("no_grad_params", self._no_grad),
                             ("weights_unchanged", self._weights_unchanged),
                             ("idle_optimizer", lambda: self.idle_optimizer and self.idle_optimizer.text()),
@@ -625,10 +626,6 @@ class Facts:
     def layers_in_forward(self) -> list[MadeInForward]:
         """The layers built inside forward at MADE_IN_FORWARD_STEPS steps or more: new weights at every call."""
         return [made for made in self.made_in_forward.values() if len(made.steps) >= MADE_IN_FORWARD_STEPS]
-
-    def _made_in_forward(self) -> str | None:
-        found = self.layers_in_forward()
-        return found[0].text() if found else None
 
     def _last_grad_checks(self) -> list[tuple[int, list[str], list[str]]]:
         """The last two gradient checks after step 1 (the first step may run before every loss is in)."""

@@ -71,7 +71,7 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
     asked = crash.memory.get("asked_bytes")
     activations = _activations_at_batch(ctx)
     data: dict[str, Any] = {"asked": asked}
-    where = crash.site.split(" ", 1)[0] if crash.site else "the failing line"
+    where = _failing_line(crash)
     in_forward = crash.module is not None or any(frame.endswith(" in forward") for frame in crash.frames)
     large = ctx.run.facts.large_call
     if large is not None:  # the failing step's data is many usual steps': the activations above are not its measure
@@ -127,6 +127,11 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
                             "torch.func.vmap(torch.func.jacrev(f))", data={**data, "cause": "oversized_intermediate"})
     return ProbeOutcome(PASS, f"an allocation of {bytes_text(asked) if asked else 'unknown size'} failed"
                         + (f" at {crash.site.split(' ', 1)[0]}" if crash.site else ""), evidence, data=data)
+
+
+def _failing_line(crash: Any) -> str:
+    """``train.py:73``: where the failing allocation was asked for."""
+    return crash.site.split(" ", 1)[0] if crash.site else "the failing line"
 
 
 # The derivatives of a whole function at once: over a batch, every output row against every input row.
@@ -410,8 +415,7 @@ def _grows_with_square(points: list[tuple[int, int]]) -> float | None:
 
 
 def _pairs_of_rows(ctx: ProbeContext, size: int, exponent: float, evidence: list[str], data: dict) -> ProbeOutcome:
-    crash = ctx.run.crash
-    where = crash.site.split(" ", 1)[0] if crash.site else "the failing line"
+    where = _failing_line(ctx.run.crash)
     evidence.append(f"the step's memory grows as the batch to the power {exponent:.2f}: an intermediate pairs the "
                     f"{size} rows of the input with each other ({size:,} x {size:,} = {size * size:,} pairs)")
     return ProbeOutcome(FAIL, f"the memory at {where} grows with the square of the {size} rows of the input: "
