@@ -76,14 +76,14 @@ class _Item:
 def test_the_window_cuts_for_the_budget_only_and_never_below_its_floor():
     kept = KeptBatches(4, budget=3 * 400)
     for step in range(1, 4):
-        kept.append(_Item(step), torch.zeros(100))  # 400 bytes each: three fit
+        kept.append(_Item(step), [torch.zeros(100)])  # 400 bytes each: three fit
     assert [c.step for c in kept] == [1, 2, 3] and kept.not_kept == ""
-    kept.append(_Item(4), torch.zeros(100))
+    kept.append(_Item(4), [torch.zeros(100)])
     assert [c.step for c in kept] == [2, 3, 4] and "up to step 1 not kept" in kept.not_kept
-    kept.append(_Item(5), torch.zeros(10_000))  # one batch over the whole budget: the floor holds
+    kept.append(_Item(5), [torch.zeros(10_000)])  # one batch over the whole budget: the floor holds
     assert [c.step for c in kept] == [4, 5]
     for step in range(6, 10):  # small again: the window fills up to its count, and the note goes
-        kept.append(_Item(step), torch.zeros(1))
+        kept.append(_Item(step), [torch.zeros(1)])
     assert [c.step for c in kept] == [6, 7, 8, 9] and kept.not_kept == ""
     assert kept.held() == 4 * 4  # the running total follows both ways out: the count's and the budget's
 
@@ -91,8 +91,8 @@ def test_the_window_cuts_for_the_budget_only_and_never_below_its_floor():
 def test_the_default_budget_keeps_two_big_batches_and_sixteen_small_ones():
     big, small = KeptBatches(16, None), KeptBatches(16, None)
     for step in range(20):
-        big.append(_Item(step), torch.zeros(DEFAULT_BUDGET // 4 // 2))  # half the budget each (float32)
-        small.append(_Item(step), torch.zeros(2**20 // 4))  # 1 MiB each
+        big.append(_Item(step), [torch.zeros(DEFAULT_BUDGET // 4 // 2)])  # half the budget each (float32)
+        small.append(_Item(step), [torch.zeros(2**20 // 4)])  # 1 MiB each
     assert len(list(big)) == KEPT_AT_LEAST and "not kept" in big.not_kept
     assert len(list(small)) == 16 and small.not_kept == ""
 

@@ -11,6 +11,7 @@ import math
 import sys
 import types
 import weakref
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,9 +24,9 @@ from tuidebug.agent.facts import Facts, LossCall
 from tuidebug.agent.watched_step import WATCHED_STEP, WatchedStep
 from tuidebug.probes import holders, source
 from tuidebug.probes.held_frozen import frozen_groups, split_frozen
-from tuidebug.probes.learning import rate_not_factor
+from tuidebug.probes.learning import GraphCut, rate_not_factor
 from tuidebug.probes.memory import _all_pairs, _batch_power, _kept_more_than, _square_length
-from tuidebug.probes.shape import SilentShapes, _pairwise, _relabelled
+from tuidebug.probes.shape import SilentShapes, _batch_as_sequence, _pairwise, _relabelled
 from tuidebug.probes.source import grad_off_block, guarded_steps, indexed_attributes, module_site
 from tuidebug.probes.unsafe_math import ForwardWatch, SafeOp
 
@@ -844,6 +845,50 @@ def test_a_batch_first_layer_and_a_loop_without_a_loader_are_not_taken_for_a_seq
         nn.GRU(5, 6)(tokens)
 
     assert built_right.batch_as_sequence is None and no_loader.batch_as_sequence is None
+
+
+def test_a_batch_first_layer_given_sequence_first_features_is_found_and_a_short_last_batch_is_not() -> None:
+    lstm = nn.LSTM(5, 6, batch_first=True)
+    features = torch.randn(7, 16, 5)  # (width, batch, channels): a CRNN's features permuted for CTC
+    with SilentShapes(16, loader_batch=16) as swapped:
+        lstm(features)
+    with SilentShapes(5, loader_batch=16) as last_batch:  # 5 examples, each a sequence as long as a full batch
+        lstm(torch.randn(5, 16, 5))
+
+    found = swapped.batch_as_sequence
+    assert found is not None and found.batch_first and "batch_first=True" in found.text()
+    outcome = _batch_as_sequence(found, set())
+    assert outcome.data["cause"] == "batch_folded" and "across the 16 examples" in outcome.summary
+    assert outcome.fix.startswith("drop batch_first=True")
+    assert last_batch.batch_as_sequence is None
+
+
+def test_a_new_leaf_made_from_a_thresholded_output_is_the_cut() -> None:
+    model = nn.Linear(3, 1)
+    with GraphCut() as watch:
+        scores = torch.sigmoid(model(torch.randn(4, 3)))
+        hard = torch.tensor((scores > 0.5).float(), requires_grad=True)
+        hard.sum().backward()
+
+    what, site = watch.cut
+    assert what == "torch.tensor(..., requires_grad=True)" and "torch.tensor((scores > 0.5)" in site.text
+    assert model.weight.grad is None
+
+
+def test_a_state_passed_on_from_call_to_call_is_found_as_the_input_that_carries_the_graph() -> None:
+    rnn = nn.GRU(3, 4)
+    hidden = torch.zeros(1, 2, 4)
+    for _ in range(3):
+        out, hidden = rnn(torch.randn(5, 2, 3), hidden)
+    state = (hidden, hidden.clone())  # an LSTM's (h, c): the tuple holds it
+
+    found = holders.carrying([sys._getframe()], [hidden])
+    assert {name for name, _ in found} == {"hidden", "state"}
+    assert dict(found)["hidden"].startswith(f"{Path(__file__).name}:")
+    detached = out.detach()
+    by_identity = holders.carrying([sys._getframe()], [detached])
+    assert [name for name, _ in by_identity] == ["detached"]  # not `out`, whose values are the same
+    assert state[0] is hidden
 
 
 def test_a_binary_cross_entropy_given_targets_outside_zero_to_one_is_a_finding() -> None:

@@ -40,7 +40,7 @@ from tuidebug.agent.probing import MODEL_CALL, ProbeRuntime, StepInputs
 from tuidebug.agent.resets import OptimizerResets
 from tuidebug.agent.snapshot import Snapshot
 from tuidebug.agent.watched_step import WatchedStep
-from tuidebug.batches import batch_size_of, first_dim, map_tensors, tensors_in, tensors_of
+from tuidebug.batches import first_dim, map_tensors, tensors_in, tensors_of
 from tuidebug.probes import holders, source
 from tuidebug.protocol import Event, Step
 from tuidebug.probe_api import HeldFrame, optimizer_params
@@ -438,6 +438,9 @@ class Agent:
             return None  # an evaluation's inputs are inference tensors: no replay can train on them
         self.observed.model_inputs = (args, kwargs)
         tensors = tensors_of((args, kwargs))
+        self.facts.calls_since_backward += 1
+        carries_graph = any(t.grad_fn is not None for t in tensors)
+        self.facts.carried_input = carries_graph and torch.is_grad_enabled()
         self.observed.input_size = first_dim(tensors)
         self.facts.observe_call_size(tensors, user_site)
         if self.facts.model_site is None:
@@ -448,12 +451,12 @@ class Agent:
         if self.batches and self.checks.sampled(self.step + 1):
             self.facts.input_paths = input_paths(args, kwargs, self.batches[-1].batch)
         if not self.loop_uses_loader():
-            if any(t.grad_fn is not None for t in tensors):
+            if carries_graph:
                 # A GAN's D(G(z)): the inputs kept for replays must not keep the generator's graph alive.
                 args, kwargs = map_tensors((args, kwargs), torch.Tensor.detach)
             self._loss_targets = []
             self.step_inputs.append(StepInputs(self.step + 1, args, kwargs, self._loss_targets,
-                                               self.observed.input_size), (args, kwargs))
+                                               self.observed.input_size), tensors)
         return None
 
     def on_module_made_in_forward(self, module: torch.nn.Module) -> None:
@@ -680,10 +683,11 @@ class Agent:
 
     def _capture(self, batch: Any, epoch: int | None, source: int,
                  indices: Callable[[], list[int] | None] = lambda: None) -> Any:
-        self._batch_size = batch_size_of(batch)
+        tensors = tensors_of(batch)
+        self._batch_size = first_dim(tensors)
         self._epoch = epoch
         if not torch.is_inference_mode_enabled():  # batches made in inference mode cannot be trained on
-            self.batches.append(Captured(self.step + 1, batch, self._batch_size, source, indices()), batch)
+            self.batches.append(Captured(self.step + 1, batch, self._batch_size, source, indices()), tensors)
         return batch
 
     def resolve(self, record: PendingStep) -> Step:
@@ -813,6 +817,8 @@ class Agent:
             self._watch_manual_updates(tensor)
         self._backward_since_step += 1
         self.facts.backward_total += 1
+        self.facts.calls_per_backward = max(self.facts.calls_per_backward, self.facts.calls_since_backward)
+        self.facts.calls_since_backward = 0
         if self.manual_updates and self._losses:
             self._finish_step(skipped=False)  # the previous iteration updated by hand: it was a step
         if len(self._losses) >= MAX_LOSSES_PER_STEP:  # fold long accumulations into one sum
@@ -1033,10 +1039,13 @@ class Agent:
                                       lambda p: self._param_name(p, 0))
         if step == 1 and not self.checkpoints and self.config.break_on_nan:
             self.checkpoints.append((0, self.take_snapshot()))  # the state before the first update
-        if optimizer is self._primary() and self.model is not None and self.checks.sampled(step):
-            self.facts.check_gradients(step, self.model)
-            self.facts.record_mode(step, self.model)
-            if step <= self._primary_since + 1:  # every optimizer made: at step 1 an actor's may not have stepped yet
+        if optimizer is self._primary() and self.model is not None:
+            if self.checks.sampled(step):
+                self.facts.check_gradients(step, self.model)
+                self.facts.record_mode(step, self.model)
+            # At a stage's first steps, sampled or not (a new stage begins at any step): every optimizer made, as
+            # at step 1 an actor's may not have stepped yet
+            if step <= self._primary_since + 1:
                 self.facts.check_parameters(self.model, [*self.optimizers, *self.created_optimizers])
                 self._watch_head(step)
         self._take_norms(lambda: self.parameter_lists.with_grad(optimizer), primary=optimizer is self._primary())

@@ -407,6 +407,9 @@ class Facts:
     old_graph_steps: list[int] = field(default_factory=list)  # the earlier steps whose graphs were alive at the last check
     layer_tags: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAGGED_LAYERS))
     backward_total: int = 0
+    calls_since_backward: int = 0  # the model's calls since the latest backward
+    calls_per_backward: int = 0  # the most calls a backward followed (a GAN's D(real), D(G(z)))
+    carried_input: bool = False  # the model's latest call got an input that carries an autograd graph
     steps: int = 0
     tagged: int = 0
     tags_this_step: int = 0

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Iterator
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
-from tuidebug.batches import tensors_of
+import torch
+
 from tuidebug.format import bytes_text
 
 # The default budget: the window costs at most this much beyond the batch the script holds anyway,
@@ -34,9 +35,8 @@ class Stepped(Protocol):
 Item = TypeVar("Item", bound=Stepped)
 
 
-def tensor_bytes(value: Any) -> int:
-    """The bytes of the tensors in a batch of any nesting."""
-    return sum(t.numel() * t.element_size() for t in tensors_of(value))
+def tensor_bytes(tensors: list[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 class KeptBatches(Generic[Item]):
@@ -49,11 +49,12 @@ class KeptBatches(Generic[Item]):
         self._held = 0  # the sizes of _items, summed as they come and go (an append runs at every step)
         self._cut_step: int | None = None  # the newest step let go for the budget, not for the count
 
-    def append(self, item: Item, value: Any) -> None:
-        """Keep ``item``, whose tensors are those of ``value``; let the oldest go past the budget."""
+    def append(self, item: Item, tensors: list[torch.Tensor]) -> None:
+        """Keep ``item``, which holds ``tensors`` (found by the hook's one walk of the batch); let the oldest
+        go past the budget."""
         if self.count <= 0:
             return
-        size = tensor_bytes(value)
+        size = tensor_bytes(tensors)
         if len(self._items) == self.count:
             self._held -= self._items[0][1]  # the deque lets its oldest go as this one comes
         self._items.append((item, size))

@@ -210,6 +210,19 @@ def piled(frames: list[FrameType], step: int, more_than: int) -> list[tuple[str,
     return sorted(found, key=lambda item: -item[1])
 
 
+def carrying(frames: list[FrameType], tensors: list[torch.Tensor]) -> list[tuple[str, str | None]]:
+    """(name, line) of the user's variables that are one of ``tensors``, or a tuple or list holding one: the
+    model's inputs that carry a graph (``hidden`` in ``out, hidden = model(x, hidden)``), and the line that
+    assigns them."""
+    ids = {id(tensor) for tensor in tensors}
+    found = []
+    for name, value, path, _ in _roots(frames, []):
+        items = value if isinstance(value, (list, tuple)) else [value]
+        if any(id(item) in ids for item in items if isinstance(item, torch.Tensor)):
+            found.append((name, _fed_at(name, path)))
+    return found
+
+
 def _outputs_in_graph(roots: list[Any], step: int) -> int:
     """How many model outputs of ``step`` (their tags) the graphs from ``roots`` reach."""
     tags = (node.metadata.get("tuidebug") for node in graph_nodes(roots, SEARCH_NODES) if hasattr(node, "metadata"))

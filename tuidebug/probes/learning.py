@@ -146,9 +146,11 @@ def _names(names: list[str], limit: int = 6) -> str:
 
 class GraphCut(OpWatch):
     """The first place where a value that carries a graph loses it: .detach(), .data, .item(),
-    .numpy(), a torch.tensor(...) rebuilt from it, or an op run under torch.no_grad()."""
+    .numpy(), a torch.tensor(...) rebuilt from it or made a new leaf (requires_grad=True), or an op run under
+    torch.no_grad()."""
 
     CUTS = {"detach", "detach_", ".data", "item", "numpy", "tolist", "tensor", "as_tensor", "from_numpy"}
+    NEW_LEAVES = {"tensor", "as_tensor"}
 
     def __init__(self) -> None:
         super().__init__()
@@ -160,6 +162,9 @@ class GraphCut(OpWatch):
         carried = any(t.requires_grad for t in inputs)
         if name in self.CUTS and carried:
             self.cut = (name, site)
+        elif name in self.NEW_LEAVES and kwargs.get("requires_grad") and inputs:
+            # torch.tensor(x > t, requires_grad=True): a leaf made from values in the step; backward ends at it
+            self.cut = (f"torch.{name}(..., requires_grad=True)", site)
         elif carried and not torch.is_grad_enabled() and name not in ("__get__", "size", "dim"):
             self.cut = (f"{name} under torch.no_grad()", site)
             self.block = _grad_off_block()
@@ -344,6 +349,7 @@ def gradients(ctx: ProbeContext) -> ProbeOutcome:
     model = ctx.run.trained_module() or model
     params = dict(model.named_parameters())
     frozen = [n for n, p in params.items() if not p.requires_grad]
+    trainable = {n for n, p in params.items() if p.requires_grad}
     frozen_share = sum(params[n].numel() for n in frozen) / max(1, sum(p.numel() for p in params.values()))
     last = facts.grad_checks[-1] if facts.grad_checks else None
     evidence = [f"{len(frozen)} of {len(params)} parameter tensors have requires_grad=False "
@@ -376,6 +382,10 @@ def gradients(ctx: ProbeContext) -> ProbeOutcome:
         # intended (a fixed feature extractor); it cannot be what keeps the loss flat, the rate is.
         evidence.append(f"the trainable rest is stepped at a rate that collapsed at step {collapsed}: that, not the "
                         "freeze (a fixed backbone is a common recipe), keeps it from learning: see the rate check")
+    elif frozen and frozen_share >= 0.5 and trainable and trainable <= set(facts.not_in_optimizer):
+        # LoRA and adapters freeze the base on purpose: with the trainable rest in no optimizer, nothing moves it
+        evidence.append(f"the {len(trainable)} trainable parameter(s) are in no optimizer: that, not the freeze (a "
+                        "fixed base is a common recipe), keeps them from learning: see the optimizer check")
     elif frozen and frozen_share >= 0.5:
         owners = sorted({n.rsplit(".", 1)[0] for n in frozen})
         where = in_files(facts.source_files, freezes)

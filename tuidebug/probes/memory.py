@@ -25,7 +25,7 @@ from typing import Any
 import psutil
 import torch
 
-from tuidebug.batches import batch_size_of, slice_batch
+from tuidebug.batches import batch_size_of, slice_batch, tensors_of
 from tuidebug.format import bytes_text
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome, probe
 from tuidebug.probes import holders, source
@@ -52,6 +52,11 @@ FRACTIONS = (0.125, 0.25, 0.5)
 # A census finding (tensors spread over many objects of one class) explains measured growth when those
 # objects hold at least this share of it: the rest is the allocator's slack and the step's own buffers.
 SPREAD_SHARE = 0.5
+# Model calls with gradients on and no backward, the latest fed a graph-carrying input, before an out-of-memory
+# error put it on that input: a recurrent state carried through an evaluation. Also over twice the calls any
+# backward of the run followed (a GAN's D(real), G(z), D(G(z)) make three). Three, not more: a state carried
+# through chunks of 100 MiB of activations runs out within a few calls (round 35's streaming LSTM at its third).
+CARRIED_CALLS = 3
 
 
 # --- the allocation that failed -------------------------------------------------------------
@@ -518,6 +523,9 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(FAIL, summary, evidence, fix, data={"cause": "memory_leak"})
     crash = ctx.run.crash
     if crash is not None and crash.kind == "oom":
+        carried = _carried_graph(ctx, evidence)
+        if carried is not None:
+            return carried
         gathered = facts.gathered or _piled(ctx, step, evidence)
         if gathered:
             return _gathered(gathered[0], evidence, facts.outputs_per_step)
@@ -546,6 +554,33 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
                             "find what keeps growing: a list or cache filled every step",
                             data={"cause": "memory_growth"})
     return ProbeOutcome(PASS, "no memory kept across steps", evidence)
+
+
+def _carried_graph(ctx: ProbeContext, evidence: list[str]) -> ProbeOutcome | None:
+    """Out of memory in a run of model calls with gradients on and no backward, each fed an input that carries
+    the graph of the call before (a recurrent state passed on undetached, in an evaluation loop): every call's
+    graph stays alive through that input. Over twice as many calls as any backward of the run followed (a backward
+    has run: a GAN's first D(G(z)) is not taken for it), and at least CARRIED_CALLS."""
+    facts = ctx.run.facts
+    calls = facts.calls_since_backward
+    inputs = ctx.run.model_inputs()
+    if not facts.carried_input or inputs is None or not facts.calls_per_backward or \
+            calls < max(CARRIED_CALLS, 2 * facts.calls_per_backward + 1):
+        return None
+    carriers = holders.carrying(ctx.run.user_frames(), [t for t in tensors_of(inputs) if t.grad_fn is not None])
+    if not carriers:
+        return None
+    name, line = carriers[0]
+    fed = f" (assigned at {line.split(' ', 1)[0]})" if line else ""
+    evidence.append(f"the model ran {calls} times with gradients on since the last backward (a training step of this "
+                    f"run calls it at most {facts.calls_per_backward} time(s) before one), and its input `{name}`{fed} "
+                    "carries the autograd graph of the call before")
+    return ProbeOutcome(
+        FAIL, f"`{name}`{fed} carries the autograd graph of every model call since the last backward ({calls} calls, "
+        "none followed by a backward): each call's activations stay alive until memory runs out", evidence,
+        f"run that loop under torch.no_grad() if it only evaluates; else detach `{name}` before each call "
+        f"({name} = {name}.detach(), or tuple(h.detach() for h in {name}) for an LSTM's (h, c))",
+        data={"cause": "memory_leak"})
 
 
 def _search(ctx: ProbeContext, step: int, evidence: list[str], min_tensors: int = holders.MIN_TENSORS

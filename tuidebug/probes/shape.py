@@ -316,12 +316,14 @@ class Relabel:
 
 @dataclass
 class BatchAsSequence:
-    """A sequence-first layer (batch_first=False) given the DataLoader's batch first (``SilentShapes``)."""
+    """A sequence-first layer (batch_first=False) given the DataLoader's batch first, or a batch-first one
+    given it second (``SilentShapes``)."""
 
     op: str  # multi_head_attention_forward, lstm, gru, rnn_tanh, rnn_relu
     site: Site
-    shape: tuple[int, ...]  # the input as the layer got it: (seq, batch, features) to the layer
+    shape: tuple[int, ...]  # the input as the layer got it
     batch: int  # the DataLoader's batch size
+    batch_first: bool = False  # the layer's flag: True, it read the (seq, batch, features) input as batch first
 
     @property
     def layers(self) -> tuple[str, ...]:
@@ -329,6 +331,9 @@ class BatchAsSequence:
         return SEQUENCE_FIRST[self.op]
 
     def text(self) -> str:
+        if self.batch_first:
+            return (f"{self.layers[0]} at {self.site} gets {shape_text(self.shape)} with batch_first=True: it reads dim 1, "
+                    f"the {self.batch} examples of the DataLoader's batch, as the sequence, and the sequence as the batch")
         return (f"{self.layers[0]} at {self.site} gets {shape_text(self.shape)} with batch_first=False: it reads dim 0, "
                 f"the {self.batch} examples of the DataLoader's batch, as the sequence, and the sequence as the batch")
 
@@ -400,17 +405,24 @@ class SilentShapes(OpWatch):
 
     def _sequence_first(self, name: str, args: tuple, site: Site) -> None:
         """A layer reading (seq, batch, features) whose dim 0 is the DataLoader's batch and dim 1 is not: the
-        batch is read as the sequence. A collate that puts the batch second (padded sequences) gives dim 1."""
+        batch is read as the sequence. A collate that puts the batch second (padded sequences) gives dim 1.
+        A recurrent layer built with batch_first=True reads (batch, seq, features): given the batch in dim 1
+        and not in dim 0 (features permuted to sequence first, as CTC wants them), it has them swapped."""
         x, batch = args[0], self.loader_batch
         if self.batch_as_sequence is not None or not batch or batch < 2 or x.dim() != 3:
             return
+        batch_first = False
         if name != "multi_head_attention_forward":
-            if len(args) <= BATCH_FIRST_ARG or args[BATCH_FIRST_ARG] is not False:
+            if len(args) <= BATCH_FIRST_ARG or not isinstance(args[BATCH_FIRST_ARG], bool):
                 return
             if isinstance(args[1], torch.Tensor) and args[1].dim() == 1 and not args[1].is_floating_point():
                 return  # a packed sequence: (data, batch_sizes, ...), no batch_first argument
-        if x.shape[0] == batch and x.shape[1] != batch:
-            self.batch_as_sequence = BatchAsSequence(name, site, tuple(x.shape), batch)
+            batch_first = args[BATCH_FIRST_ARG]
+            if batch_first and self.batch != batch:
+                return  # a smaller last batch (batch, seq, features) whose sequence is as long as a full batch
+        read_as_sequence = 1 if batch_first else 0
+        if x.shape[read_as_sequence] == batch and x.shape[1 - read_as_sequence] != batch:
+            self.batch_as_sequence = BatchAsSequence(name, site, tuple(x.shape), batch, batch_first)
 
     def _joined(self, parts: Any, dim: Any, result: torch.Tensor, site: Site) -> None:
         """k tensors that each hold the batch's rows, joined along dim 0: the result is laid out block by
@@ -602,6 +614,8 @@ def _relabelled(found: Relabel) -> ProbeOutcome:
 
 
 def _batch_as_sequence(found: BatchAsSequence, files: set[str]) -> ProbeOutcome:
+    if found.batch_first:
+        return _batch_second(found, files)
     names = {layer.removeprefix("nn.") for layer in found.layers}
     first = {site for site, value in in_files(files, keyword_values, names, "batch_first") if value != "False"}
     built = [site for site in in_files(files, calls_named, names) if site not in first]
@@ -616,6 +630,24 @@ def _batch_as_sequence(found: BatchAsSequence, files: set[str]) -> ProbeOutcome:
         f"{found.batch} examples instead of along each sequence", evidence,
         f"build the layer with batch_first=True{where} ({found.layers[0]}(..., batch_first=True)), or pass it "
         "x.transpose(0, 1) and transpose its output back", data={"cause": "batch_folded"})
+
+
+def _batch_second(found: BatchAsSequence, files: set[str]) -> ProbeOutcome:
+    """A batch_first=True recurrent layer given (seq, batch, features)."""
+    names = {layer.removeprefix("nn.") for layer in found.layers}
+    built = [site for site, value in in_files(files, keyword_values, names, "batch_first") if value == "True"]
+    seq, batch = found.shape[0], found.shape[1]
+    evidence = [f"{found.op} at {found.site}: input {shape_text(found.shape)} read as (batch {seq}, seq {batch}, "
+                f"features {found.shape[2]}); the DataLoader's batches hold {found.batch} examples, in dim 1 "
+                "(seen in an iteration of the run watched op by op)"]
+    evidence += [f"built at {site} with batch_first=True" for site in built[:2]]
+    where = f" at {built[0].short}" if built else ""
+    return ProbeOutcome(
+        FAIL, f"{found.layers[0]} at {found.site.short} mixes the examples of a batch: it is built with batch_first=True "
+        f"and gets its {shape_text(found.shape)} input sequence first, so it runs across the {found.batch} examples "
+        f"instead of along each sequence of {seq}", evidence,
+        f"drop batch_first=True{where} for this sequence-first input (or feed it x.transpose(0, 1) and transpose its "
+        "output back)", data={"cause": "batch_folded"})
 
 
 def _probability_targets(call: Any) -> ProbeOutcome:
