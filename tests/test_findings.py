@@ -6,6 +6,7 @@ LambdaLR that returns a rate, and the one-example share of a failed allocation."
 from __future__ import annotations
 
 import collections
+import copy
 from collections.abc import Callable
 import math
 import sys
@@ -26,7 +27,7 @@ from tuidebug.probes import holders, source
 from tuidebug.probes.held_frozen import frozen_groups, split_frozen
 from tuidebug.probes.learning import GraphCut, rate_not_factor
 from tuidebug.probes.memory import _all_pairs, _batch_power, _kept_more_than, _square_length
-from tuidebug.probes.shape import SilentShapes, _batch_as_sequence, _pairwise, _relabelled
+from tuidebug.probes.shape import SilentShapes, _batch_as_sequence, _classes_last, _pairwise, _relabelled
 from tuidebug.probes.source import grad_off_block, guarded_steps, indexed_attributes, module_site
 from tuidebug.probes.unsafe_math import ForwardWatch, SafeOp
 
@@ -901,6 +902,45 @@ def test_a_binary_cross_entropy_given_targets_outside_zero_to_one_is_a_finding()
     found = [f for f in masks.new_findings(1) if f[0] == "target_range"]
     assert found and "targets from 0 to 255" in found[0][1]
     assert soft.probabilities_outside() is None
+
+
+def test_scores_with_as_many_positions_as_classes_given_classes_last_are_a_finding_and_moved_ones_are_not() -> None:
+    tagger = nn.Linear(8, 12)  # 12 tags over sentences of 12 words: cross_entropy takes dim 1 and does not raise
+    scores, tags = tagger(torch.randn(4, 12, 8)), torch.randint(0, 12, (4, 12))
+    wrong, moved, log_probs = Facts(), Facts(), Facts()
+    wrong.observe_loss(0, "cross_entropy", scores, tags, lambda t: "hidden2tag (Linear)" if t is scores else None)
+    moved.observe_loss(0, "cross_entropy", scores.transpose(1, 2), tags, lambda t: None)
+    log_probs.observe_loss(0, "nll_loss", scores.log_softmax(-1), tags, lambda t: None)
+
+    found = [f for f in wrong.new_findings(1) if f[0] == "classes_last"]
+    assert found and "(4, 12, 12) scores with their classes last (hidden2tag (Linear)'s output)" in found[0][1]
+    assert log_probs.loss_calls[0].classes_last and not moved.loss_calls[0].classes_last
+    outcome = _classes_last(wrong.loss_calls[0])
+    assert outcome.data["cause"] == "target_out_of_range" and "cross_entropy(scores.transpose(1, 2), target)" in outcome.fix
+
+
+def test_a_deepcopy_of_a_model_that_keeps_its_attention_map_names_the_attribute_and_where_it_is_stored() -> None:
+    from tuidebug.agent.crash import analyse
+
+    class Pooling(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.score = nn.Linear(4, 1)
+            self.attention = None
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            weights = self.score(x).softmax(1)
+            self.attention = weights
+            return (weights * x).sum(1)
+
+    model = Pooling()
+    model(torch.randn(2, 5, 4))
+    with pytest.raises(RuntimeError) as raised:
+        copy.deepcopy(model)
+    crash = analyse(raised.value, None, None, 2, {}, (model, ((), {})))
+
+    assert "`attention` (Pooling) holds a (2, 5, 1) tensor with a grad_fn (SoftmaxBackward0)" in crash.findings[1]
+    assert crash.fix.startswith("store it without its graph: `self.attention = weights.detach()` at test_findings.py:")
 
 
 def test_a_view_that_turns_channels_last_images_into_channels_first_is_found_in_the_watched_iteration() -> None:

@@ -25,7 +25,7 @@ FINDING_BRANCHES = {
     "backward_without_graph": "learning", "no_optimizer_step": "learning", "loss_without_backward": "learning",
     "loss_at_chance": "learning", "lr_schedule": "learning", "lr_collapsed": "learning",
     "loss_broadcast": "shape", "one_hot_width": "shape", "relabelled_view": "shape",
-    "target_range": "shape", "batch_as_sequence": "shape", "ignored_class": "shape",
+    "target_range": "shape", "batch_as_sequence": "shape", "ignored_class": "shape", "classes_last": "shape",
     "graphs_kept": "oom", "memory_growth": "oom", "container_growth": "oom",  # graphs or tensors kept across steps
 }
 # Which finding wins when there are several: what holds memory across steps (graphs, a growing
@@ -34,7 +34,7 @@ FINDING_BRANCHES = {
 # for a while), then the learning findings.
 FINDING_ORDER = (("oom", ("graphs_kept", "container_growth")),
                  ("shape", ("loss_broadcast", "one_hot_width", "relabelled_view", "target_range", "batch_as_sequence",
-                            "ignored_class")),
+                            "ignored_class", "classes_last")),
                  ("oom", ("memory_growth",)), ("learning", None))
 # The trend of the run's own loss, judged on the medians of its first and last fifths (at least
 # TREND_STEPS steps): a loss that ends over DIVERGING times its start diverges (the NaN branch's

@@ -220,7 +220,7 @@ class Agent:
         self.manual_updates = False  # parameters updated by hand, no optimizer: a step per backward
         self.watched_step = WatchedStep()
         self.tracing_outputs = True  # remember which module made each output (sampled steps only)
-        self._outputs: dict[int, str] = {}
+        self._outputs: dict[int, tuple[str, weakref.ref]] = {}  # id(output) -> its module's label, the output
         self._last_weighted: str | None = None
         self._checkpoint_numel: int | None = None
         self._next_checkpoint = 1
@@ -396,8 +396,10 @@ class Agent:
         return meta, bundle_snapshot(self, state, meta.get("scheduler_steps", [])), batches
 
     def module_of(self, tensor: Any) -> str | None:
-        """The path of the module whose output ``tensor`` is (seen on sampled steps)."""
-        return self._outputs.get(id(tensor))
+        """The path of the innermost module whose output ``tensor`` is (seen on sampled steps): a model that
+        returns its head's output unchanged names the head."""
+        made = self._outputs.get(id(tensor))
+        return made[0] if made is not None and made[1]() is tensor else None
 
     # --- observations from the hooks -------------------------------------------------------
 
@@ -500,9 +502,11 @@ class Agent:
         if isinstance(output, torch.Tensor):
             name = self.observed.module_names.get(id(module))
             if name is not None:
-                self._outputs[id(output)] = f"{name} ({type(module).__name__})"
+                label, made = f"{name} ({type(module).__name__})", self._outputs.get(id(output))
+                if made is None or made[1]() is not output:  # the enclosing modules pass the same tensor on
+                    self._outputs[id(output)] = (label, weakref.ref(output))
                 if output.grad_fn is not None and module._parameters and not self.probes.replaying:
-                    self._last_weighted = self._outputs[id(output)]  # the training forward's latest layer with weights
+                    self._last_weighted = label  # the training forward's latest layer with weights
                 if output.grad_fn is not None and not self.probes.replaying:
                     self.facts.tag_graph(output, self.step + 1, f"output of {name}")
 

@@ -38,6 +38,7 @@ UNITS = {"bytes": 1, "b": 1, "kb": 1e3, "kib": 2**10, "mb": 1e6, "mib": 2**20, "
 MAX_OPERANDS = 8
 RNN = (torch.nn.RNN, torch.nn.LSTM, torch.nn.GRU)
 CLASS_LOSSES = ("cross_entropy", "nll_loss")
+DEEPCOPY_NON_LEAF = "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol"
 BINARY_LOSSES = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 
 
@@ -153,6 +154,8 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
         _single_sample_batch(crash, failed_module, loader)
     elif _second_backward(exc):
         _carried_graph(crash, model_call, user_frames(tb))
+    elif DEEPCOPY_NON_LEAF in str(exc):
+        _stored_outputs(crash, model_call[0] if model_call is not None else None)
     elif _no_graph(exc):
         crash.kind, crash.cause = "no_graph", "no_gradient_to_weights"
         crash.findings.append("backward() was called on a loss that does not require grad: no autograd path "
@@ -676,6 +679,49 @@ def _argument_source(model: torch.nn.Module, key: int | str, frames: list[FrameT
             if argument is not None and not isinstance(argument, ast.Starred):
                 return ast.get_source_segment(source, argument), Site(path, node.lineno, frame.f_code.co_name)
     return None
+
+
+def _stored_outputs(crash: Crash, model: torch.nn.Module | None) -> None:
+    """copy.deepcopy of a model failed on a non-leaf tensor: a module keeps a tensor made in its forward (an
+    attention map kept for plotting) with its graph. Each is named with the line that stores it."""
+    crash.findings.append("copy.deepcopy copies only leaf tensors (parameters, buffers, tensors without a grad_fn): "
+                          "the object copied holds a tensor made by autograd")
+    if model is None:
+        return
+    for path, module, attr, value in _non_leaf_attributes(model)[:3]:
+        stored = _assignment_site(type(module), attr)
+        at = f", stored at {stored[0]}" if stored else ""
+        crash.findings.append(f"`{path}` ({type(module).__name__}) holds a {shape_text(value.shape)} tensor with a "
+                              f"grad_fn ({type(value.grad_fn).__name__}), kept from the last forward{at}")
+        if not crash.fix:
+            crash.fix = (f"store it without its graph: `self.{attr} = {stored[1]}.detach()` at {stored[0].short}"
+                         if stored else f"store `self.{attr}` with .detach() in {type(module).__name__}.forward") + \
+                ", or clear it before copying the model"
+
+
+def _non_leaf_attributes(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module, str, torch.Tensor]]:
+    """(path, module, attribute, tensor) of the tensors with a grad_fn that the model's modules keep as plain
+    attributes."""
+    found = []
+    for name, module in model.named_modules():
+        for attr, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and value.grad_fn is not None:
+                found.append((f"{name}.{attr}" if name else attr, module, attr, value))
+    return found
+
+
+def _assignment_site(cls: type, attr: str) -> tuple[Site, str] | None:
+    """The last line in ``cls``'s source that assigns ``self.<attr>`` something other than None, and what it
+    assigns (``a`` in ``self.attn = a``)."""
+    try:
+        lines, first = inspect.getsourcelines(cls)
+        path = inspect.getsourcefile(cls)
+    except (OSError, TypeError):
+        return None
+    assigned = re.compile(rf"^\s*self\.{re.escape(attr)}\s*=\s*(.+?)\s*(#.*)?$")
+    found = [(first + i, match.group(1)) for i, text in enumerate(lines)
+             if (match := assigned.match(text)) and match.group(1) != "None"]
+    return (Site(path, found[-1][0], ""), found[-1][1]) if found and path else None
 
 
 def _no_graph(exc: BaseException) -> bool:

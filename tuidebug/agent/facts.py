@@ -142,6 +142,21 @@ GRAPH_CUT_WARNINGS = ("To copy construct from a tensor", "Converting a tensor wi
 REBUILDS = re.compile(r"\b(torch\.(tensor|Tensor|FloatTensor|as_tensor|DoubleTensor)|np\.(array|asarray))\(")
 
 
+def _classes_read_from_positions(input: torch.Tensor, target: torch.Tensor, module: str | None) -> bool:
+    """(N, L, ..., C) scores made with their classes last (a Linear's output features, or a softmax over the
+    last dim) given to cross_entropy or nll_loss with (N, L, ...) targets, whose sizes let the loss read dim 1
+    as the classes without raising: L == C (a tagger with as many tags as positions)."""
+    shape = tuple(input.shape)
+    if input.dim() < 3 or target.is_floating_point() or tuple(target.shape) != shape[:-1] or \
+            tuple(target.shape) != (shape[0], *shape[2:]):
+        return False
+    node = input.grad_fn
+    dim = getattr(node, "_saved_dim", None)
+    dim = dim - 2**64 if isinstance(dim, int) and dim >= 2**63 else dim  # autograd keeps -1 as an unsigned int
+    softmax_last = type(node).__name__ in ("LogSoftmaxBackward0", "SoftmaxBackward0") and dim in (-1, input.dim() - 1)
+    return softmax_last or (module is not None and module.endswith("(Linear)"))
+
+
 def value_ranges(input: torch.Tensor, target: torch.Tensor | None) -> list[torch.Tensor]:
     """A loss's input range (of its finite values), whether its rows sum to 1 (probabilities), its
     target's range and whether it had one: six 0-dim tensors, computed where the input lives and read
@@ -243,6 +258,7 @@ class LossCall:
     target_min: float | None = None
     target_max: float | None = None
     classes: int | None = None
+    classes_last: bool = False  # (N, L, C) scores with L == C given as they are: the loss reads L as the classes
     calls: int = 0
 
     def fill_ranges(self, numbers: list[float]) -> None:
@@ -467,6 +483,7 @@ class Facts:
         found = []
         for code, check in (("loss_broadcast", self._broadcast), ("one_hot_width", self._one_hot),
                             ("relabelled_view", self._reordered), ("target_range", self._target_range),
+                            ("classes_last", self._classes_last),
                             ("batch_as_sequence", lambda: self.batch_as_sequence and self.batch_as_sequence.text()),
                             ("ignored_class", self._ignored_class),
                             ("stale_grads", self.never_reset), ("zero_grad_wipes", self._wiped),
@@ -520,6 +537,15 @@ class Facts:
         """A loss whose target is a probability (PROBABILITY_TARGETS), given targets outside [0, 1]."""
         return next((c for c in self.loss_calls.values() if c.function in PROBABILITY_TARGETS
                      and c.target_min is not None and (c.target_min < 0 or c.target_max > 1)), None)
+
+    def _classes_last(self) -> str | None:
+        call = next((c for c in self.loss_calls.values() if c.classes_last), None)
+        if call is None:
+            return None
+        made = f"{call.input_module}'s output" if call.input_module else f"a softmax over the last dim ({call.input_producer})"
+        return (f"{call.function} at {call.site} gets {tuple(call.input_shape)} scores with their classes last ({made}) and "
+                f"{tuple(call.target_shape)} targets: it reads dim 1, the {call.input_shape[1]} positions, as the classes "
+                "(the same count, so nothing raises)")
 
     def _target_range(self) -> str | None:
         call = self.probabilities_outside()
@@ -1043,8 +1069,10 @@ class Facts:
             input_producer=type(input.grad_fn).__name__ if input.grad_fn is not None else None,
             input_module=module_of(input), loss_module=_calling_loss_module(), calls=(call.calls if call else 0) + 1)
         values = input.detach()
-        if values.dim() >= 2 and values.is_floating_point() and function in ("cross_entropy", "nll_loss"):
+        if values.dim() >= 2 and values.is_floating_point() and function in CLASS_LOSSES:
             call.classes = int(values.shape[1])
+            call.classes_last = target_tensor is not None and _classes_read_from_positions(input, target_tensor,
+                                                                                          call.input_module)
         with torch.no_grad():
             ranges = value_ranges(values, target_tensor)
         self.reads.later(ranges, call.fill_ranges)

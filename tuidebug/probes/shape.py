@@ -86,6 +86,9 @@ def operands(ctx: ProbeContext) -> ProbeOutcome:
         return _relabelled(facts.relabel)
     if facts.batch_as_sequence is not None:
         return _batch_as_sequence(facts.batch_as_sequence, facts.source_files)
+    classes_last = next((c for c in facts.loss_calls.values() if c.classes_last), None)
+    if classes_last is not None:
+        return _classes_last(classes_last)
     if facts.reordered_view is not None:
         return _reordered(facts.reordered_view, facts.source_files)
     widths = {site: sorted(w) for site, w in facts.one_hot.items() if len(w) > 1}
@@ -648,6 +651,22 @@ def _batch_second(found: BatchAsSequence, files: set[str]) -> ProbeOutcome:
         f"instead of along each sequence of {seq}", evidence,
         f"drop batch_first=True{where} for this sequence-first input (or feed it x.transpose(0, 1) and transpose its "
         "output back)", data={"cause": "batch_folded"})
+
+
+def _classes_last(call: Any) -> ProbeOutcome:
+    """Scores with their classes last given to a class loss that reads dim 1 as the classes (``Facts._classes_last``)."""
+    site, shape = call.site.split(" ", 1)[0], tuple(call.input_shape)
+    classes, last = shape[-1], len(shape) - 1
+    moved = "transpose(1, 2)" if last == 2 else f"permute(0, {last}, {', '.join(map(str, range(1, last)))})"
+    made = f"made by {call.input_module}" if call.input_module else f"made by {call.input_producer}"
+    return ProbeOutcome(
+        FAIL, f"{call.function} at {site} reads dim 1 of the {shape_text(call.input_shape)} scores as the classes, but "
+        f"their {classes} classes are last: each position is scored against the wrong axis (it does not raise as the "
+        f"sequence is also {shape[1]} long)", [f"loss call: {call.function} at {call.site}",
+                                                f"input {shape_text(call.input_shape)} {made}, target "
+                                                f"{shape_text(call.target_shape)} {call.target_dtype}"],
+        f"move the classes to dim 1 at {site}: {call.function}(scores.{moved}, target), or flatten both: "
+        f"scores.reshape(-1, {classes}) with target.reshape(-1)", data={"cause": "target_out_of_range"})
 
 
 def _probability_targets(call: Any) -> ProbeOutcome:
