@@ -943,6 +943,26 @@ def test_a_deepcopy_of_a_model_that_keeps_its_attention_map_names_the_attribute_
     assert crash.fix.startswith("store it without its graph: `self.attention = weights.detach()` at test_findings.py:")
 
 
+def test_a_part_called_beside_the_model_that_no_optimizer_holds_is_a_finding_only_while_the_loss_stays() -> None:
+    memory, head, teacher = nn.GRU(3, 4), nn.Linear(4, 2), nn.Linear(3, 2)
+    teacher.requires_grad_(False)
+    optimizer = torch.optim.Adam(head.parameters(), lr=0.1)  # the memory was left out
+    out, _ = memory(torch.randn(5, 2, 3))
+    loss = (head(out[-1]) - teacher(torch.randn(2, 3))).pow(2).mean()
+    loss.backward()
+    facts = Facts()
+    facts.check_outside_parts([memory, head, teacher], head, [optimizer], 1)
+    optimizer.step()
+
+    flat, falling = [1.0, 0.98, 0.99, 0.97] * 15, [1.0 - i / 80 for i in range(60)]
+    part = facts.part_outside(flat)
+    assert part is not None and part.kind == "GRU" and len(part.names) == 4 and part.step == 1
+    assert facts.part_outside(falling) is None  # a backbone left out on purpose: the loss falls all the same
+    with torch.no_grad():
+        memory.weight_hh_l0.add_(1.0)  # moved by other means (an EMA, a hand-written update): not left behind
+    assert facts.part_outside(flat) is None and [p.kind for p in facts.outside_parts] == ["GRU"]
+
+
 def test_a_view_that_turns_channels_last_images_into_channels_first_is_found_in_the_watched_iteration() -> None:
     conv = nn.Conv2d(3, 4, 3)
     images = torch.rand(8, 10, 12, 3)  # as read from files: height, width, channels
@@ -1301,9 +1321,18 @@ def test_a_forward_that_returns_its_output_cut_from_the_graph_is_found_by_its_li
                       "        kept = h.detach()\n"
                       "        return self.out(h), h.detach()\n"
                       "    def features(self, h):\n"
-                      "        return h.detach()\n")
+                      "        return h.detach()\n"
+                      "class Extractor:\n"
+                      "    def _hook(self, module, input, output):\n"
+                      "        self.latents = output.clone().detach()\n"
+                      "        self.kept = output.detach()\n"
+                      "    def forward(self, img):\n"
+                      "        pred = self.vit(img)\n"
+                      "        return pred, self.latents.to(img.device)\n")
     assert [site.line for site in source.detached_returns(str(script), "Decoder")] == [4]
     assert source.detached_returns(str(script), "Head") == []  # kept is not returned; a tuple is not a cut return
+    # a forward hook keeps a layer's output detached, and forward hands it on (self.kept is never read back)
+    assert [site.line for site in source.detached_returns(str(script), "Extractor")] == [14]
 
 
 def test_an_embedding_fed_an_id_the_model_picked_from_outputs_wider_than_its_table_is_a_crash_named_as_such() -> None:
@@ -1320,6 +1349,20 @@ def test_an_embedding_fed_an_id_the_model_picked_from_outputs_wider_than_its_tab
     assert crash.fix.startswith("make the outputs the ids are picked from 30 wide")
     first = analyse(raised.value, FailedModule(table, "token_embedding_table", [ids], 1), None, 1, {})
     assert first.kind == "shape" and first.fix == "size the embedding for every index: nn.Embedding(104, 128)"
+
+
+def test_an_embedding_fed_an_id_past_its_table_after_steps_whose_ids_fit_is_a_crash_of_the_data() -> None:
+    from tuidebug.agent.crash import FailedModule, analyse
+
+    table = nn.Embedding(924, 32, padding_idx=0)  # a vocabulary of 924 words; unknown words get id 924
+    ids = torch.tensor([[5, 924, 17]])
+    with pytest.raises(IndexError) as raised:
+        table(ids)
+    crash = analyse(raised.value, FailedModule(table, "embedding", [ids], 51), None, 1, {})
+
+    assert (crash.kind, crash.cause) == ("other", "exception")
+    assert "num_embeddings=924 but got index 924, after 50 steps whose ids fit" in crash.findings[0]
+    assert crash.fix.startswith("give every id a row: nn.Embedding(925, 32)")
 
 
 def test_an_operand_reshaped_just_before_a_pairwise_broadcast_is_the_line_to_change(tmp_path) -> None:

@@ -20,7 +20,8 @@ from tuidebug.tree import Walk, load_tree
 # Findings the agent reports (event kind "finding", message "code: ..."), by the branch they open.
 FINDING_BRANCHES = {
     "stale_grads": "learning", "zero_grad_wipes": "learning", "not_in_optimizer": "learning", "head_untrained": "learning",
-    "unregistered_modules": "learning", "layers_in_forward": "learning", "weights_unchanged": "learning", "idle_optimizer": "learning",
+    "unregistered_modules": "learning", "layers_in_forward": "learning", "part_not_in_optimizer": "learning",
+    "weights_unchanged": "learning", "idle_optimizer": "learning",
     "frozen": "learning", "no_grad_params": "learning", "graph_cut": "learning", "eval_mode": "learning", "loss_input": "learning",
     "backward_without_graph": "learning", "no_optimizer_step": "learning", "loss_without_backward": "learning",
     "loss_at_chance": "learning", "lr_schedule": "learning", "lr_collapsed": "learning",

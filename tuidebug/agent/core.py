@@ -1050,7 +1050,9 @@ class Agent:
             # At a stage's first steps, sampled or not (a new stage begins at any step): every optimizer made, as
             # at step 1 an actor's may not have stepped yet
             if step <= self._primary_since + 1:
-                self.facts.check_parameters(self.model, [*self.optimizers, *self.created_optimizers])
+                made = [*self.optimizers, *self.created_optimizers]
+                self.facts.check_parameters(self.model, made)
+                self.facts.check_outside_parts(self.observed.models, self.model, made, step)
                 self._watch_head(step)
         self._take_norms(lambda: self.parameter_lists.with_grad(optimizer), primary=optimizer is self._primary())
 

@@ -581,6 +581,15 @@ def _module_findings(crash: Crash, failed: FailedModule) -> bool:
             crash.fix = (f"make the outputs the ids are picked from {rows} wide, one per id: nn.Embedding({rows}, "
                          f"{rows}) where its rows are the logits, or a last nn.Linear(..., {rows})")
             return True
+        if high >= rows and failed.step > 1:
+            # Not the table's shape, which fitted every step before: ids the data had not given yet (an unknown
+            # word's id past the vocabulary, a validation set's rare ids); the crash stays an exception.
+            crash.findings.append(f"{name} has num_embeddings={rows} but got index {high}, after {failed.step - 1} "
+                                  "steps whose ids fit: this batch holds an id the ones before did not (an unknown "
+                                  "word's id set past the vocabulary, a rare id of another split)")
+            crash.fix = (f"give every id a row: nn.Embedding({high + 1}, {width}) (an unknown-word id of "
+                         f"len(vocab) needs len(vocab) + 1 rows), or map unseen ids to a row inside the table")
+            return True
         if high >= rows:
             crash.kind, crash.cause = "shape", "shape_mismatch"
             crash.findings.append(f"{name} has num_embeddings={rows} but got index {high}")

@@ -109,6 +109,12 @@ CHANCE_STEPS = 50
 CHANCE_SPREAD = 0.01
 CHANCE_BAND = 0.03
 CHANCE_START = 1.5
+# A module beside the model that no optimizer holds is a finding only in a run whose loss (the median of its
+# last quarter against its first, over PART_STEPS steps or more) stays above PART_LEARNS of its start: the
+# probes' own bar for a run that learns (learning.LEARNS). A fixed backbone left out of the optimizer on
+# purpose goes with a loss that falls below it.
+PART_STEPS = 40
+PART_LEARNS = 0.8
 MODE_LAYERS = (torch.nn.Dropout, torch.nn.modules.batchnorm._BatchNorm)
 # A container of the model grows when, over its last CONTAINER_PASSES sightings (one at the start of each
 # pass over a DataLoader: training and evaluation epochs, Lightning's sanity check included), it never
@@ -187,6 +193,31 @@ class MadeInForward:
         where = f" at {self.site}" if self.site is not None else ""
         return (f"`{self.kind}` is built inside forward{where} at every step ({len(self.steps)} steps seen): its "
                 "weights are new random ones at each call, not a part of the model, and no optimizer holds them")
+
+
+@dataclass
+class OutsidePart:
+    """A module the training forward calls on its own (beside the model), whose weights all get gradients and
+    none of which an optimizer holds (``Facts.check_outside_parts``)."""
+
+    kind: str  # its class
+    names: list[str]  # its trainable parameters
+    step: int  # when it was found
+    first: torch.Tensor  # the norms of its weights then
+    module: weakref.ref
+
+    def unchanged(self) -> bool:
+        module = self.module()
+        if module is None:
+            return False
+        params = [p for p in module.parameters() if p.requires_grad]
+        with torch.no_grad():
+            return len(params) == len(self.first) and torch.equal(torch.stack(torch._foreach_norm(params)), self.first)
+
+    def text(self) -> str:
+        names = ", ".join(self.names[:4]) + (f" and {len(self.names) - 4} more" if len(self.names) > 4 else "")
+        return (f"{self.kind} ({names}) gets a gradient at every backward, but no optimizer holds any of its "
+                f"{len(self.names)} trainable tensor(s): its weights have not changed since step {self.step}")
 
 
 @dataclass
@@ -408,6 +439,7 @@ class Facts:
     optimizer_foreign: int = 0  # parameters an optimizer holds that the model does not use
     unregistered: list[str] = field(default_factory=list)
     made_in_forward: dict[str, MadeInForward] = field(default_factory=dict)  # creation site -> the layers made there
+    outside_parts: list[OutsidePart] = field(default_factory=list)
     frozen: list[str] = field(default_factory=list)
     mode_checks: list[tuple[int, bool]] = field(default_factory=list)  # (step, model.training)
     eval_parts: list[tuple[int, list[tuple[str, int]]]] = field(default_factory=list)  # (step, [(name, id)])
@@ -491,6 +523,7 @@ class Facts:
                             ("head_untrained", lambda: self._head_untrained(step)),
                             ("unregistered_modules", self._unregistered),
                             ("layers_in_forward", lambda: next((made.text() for made in self.layers_in_forward()), None)),
+                            ("part_not_in_optimizer", lambda: (part := self.part_outside(losses())) and part.text()),
                             ("no_grad_params", self._no_grad),
                             ("weights_unchanged", self._weights_unchanged),
                             ("idle_optimizer", lambda: self.idle_optimizer and self.idle_optimizer.text()),
@@ -968,6 +1001,34 @@ class Facts:
         self.unregistered = unregistered_modules(model)
         self.has_mode_layers = any(isinstance(m, MODE_LAYERS)
                                    for m in model.modules())
+
+    def check_outside_parts(self, models: list[torch.nn.Module], model: torch.nn.Module,
+                            optimizers: list[torch.optim.Optimizer], step: int) -> None:
+        """The modules called on their own beside the model (a recurrent memory, then a head, from a method of
+        a policy) whose trainable weights all have gradients now, while no optimizer holds any of them."""
+        held = {id(p) for p in optimizer_params(*optimizers)} | {id(p) for p in model.parameters()}
+        for other in models:
+            trainable = [(name, p) for name, p in other.named_parameters() if p.requires_grad]
+            if other is model or not trainable or any(id(p) in held or p.grad is None for _, p in trainable) or \
+                    any(part.module() is other for part in self.outside_parts):
+                continue
+            with torch.no_grad():
+                first = torch.stack(torch._foreach_norm([p for _, p in trainable]))
+            self.outside_parts.append(OutsidePart(type(other).__name__, [n for n, _ in trainable], step, first,
+                                                  weakref.ref(other)))
+
+    def part_outside(self, losses: list[float | None]) -> OutsidePart | None:
+        """The first part outside every optimizer whose weights never moved, in a run whose loss does not fall
+        below PART_LEARNS of its start: a part left out on purpose (a fixed backbone given no optimizer) goes
+        with a loss that falls all the same."""
+        values = [v for v in losses if v is not None and math.isfinite(v)]
+        quarter = len(values) // 4
+        if quarter < PART_STEPS // 4:
+            return None
+        start, end = statistics.median(values[:quarter]), statistics.median(values[-quarter:])
+        if start <= 0 or end < PART_LEARNS * start:
+            return None
+        return next((part for part in self.outside_parts if part.unchanged()), None)
 
     def note_warning(self, category: type, message: str, filename: str, lineno: int) -> None:
         """Warnings at a user's line that are evidence: numpy's floating-point RuntimeWarning ("divide by zero

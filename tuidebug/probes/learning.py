@@ -431,6 +431,16 @@ def optimizer(ctx: ProbeContext) -> ProbeOutcome:
             FAIL, f"layers kept in a plain Python container are never trained: {facts.unregistered[0]}", evidence,
             f"register them: self.{attr.rsplit('.', 1)[-1]} = nn.ModuleList([...]) (nn.ModuleDict for a dict), so that "
             "model.parameters() and the optimizer include them", data={"cause": "parameters_not_in_optimizer"})
+    part = facts.part_outside([step.loss for step in ctx.history]) if "part_not_in_optimizer" in facts.reported else None
+    if part is not None:
+        made = facts.optimizer_sites[0][1].split(" ", 1)[0] if facts.optimizer_sites else "where it is built"
+        evidence.append(part.text())
+        return ProbeOutcome(
+            FAIL, f"{part.kind} is in no optimizer: the training forward runs it and backward gives its weights "
+            "gradients, but nothing ever applies them", evidence,
+            f"give the optimizer built at {made} {part.kind}'s parameters too: build it from the module that holds "
+            "both parts (its .parameters()), or pass list(a.parameters()) + list(b.parameters())",
+            data={"cause": "parameters_not_in_optimizer"})
     missing = facts.not_in_optimizer
     head = facts.untrained_head()
     if head is not None and all(name in missing for name in head.params):

@@ -283,8 +283,9 @@ def calls_named(path: str, names: set[str], inside_class: str | None = None) -> 
 
 
 def detached_returns(path: str, class_name: str) -> list[Site]:
-    """The lines of class ``class_name``'s ``forward`` in ``path`` that cut what it returns from the graph:
-    ``return out.detach()``, or ``logits = torch.stack(logits, 1).data`` and then ``return logits``."""
+    """The lines of class ``class_name`` in ``path`` that cut what its ``forward`` returns from the graph:
+    ``return out.detach()``, ``logits = torch.stack(logits, 1).data`` and then ``return logits``, or
+    ``self.latents = output.detach()`` in a hook whose value forward reads back."""
     tree = _tree(path)
     if tree is None:
         return []
@@ -292,16 +293,26 @@ def detached_returns(path: str, class_name: str) -> list[Site]:
         return isinstance(value, ast.Attribute) and value.attr == "data" or \
             isinstance(value, ast.Call) and _name_of(value.func) == "detach"
 
+    def own(node: ast.AST) -> str | None:
+        return node.attr if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+            node.value.id == "self" else None
+
     found = []
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name):
-        for function in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"):
+        methods = [n for n in cls.body if isinstance(n, ast.FunctionDef)]
+        # self.x = ....detach() in any method (a forward hook keeping a layer's output), read back in forward
+        stored = {own(target): node.lineno for method in methods for node in ast.walk(method)
+                  if isinstance(node, ast.Assign) and cut(node.value) for target in node.targets if own(target)}
+        for function in (n for n in methods if n.name == "forward"):
             returned = {sub.id for node in ast.walk(function) if isinstance(node, ast.Return) and node.value
                         for sub in ast.walk(node.value) if isinstance(sub, ast.Name)}
             for node in ast.walk(function):
                 if isinstance(node, ast.Return) and cut(node.value) or isinstance(node, ast.Assign) and cut(node.value) \
                         and any(isinstance(t, ast.Name) and t.id in returned for t in node.targets):
                     found.append(Site(path, node.lineno, ""))  # return out.data, or logits = ....data; return logits
-    return sorted(found, key=lambda site: site.line)
+            read = {own(node) for node in ast.walk(function) if isinstance(getattr(node, "ctx", None), ast.Load)}
+            found += [Site(path, line, "") for attr, line in stored.items() if attr in read]
+    return sorted(set(found), key=lambda site: site.line)
 
 
 GUARDS = {"maximum", "clip", "clamp", "clamp_min", "clamp_", "clamp_min_", "abs"}
