@@ -617,40 +617,33 @@ def _relabelled(found: Relabel) -> ProbeOutcome:
 
 
 def _batch_as_sequence(found: BatchAsSequence, files: set[str]) -> ProbeOutcome:
+    """A sequence-first layer given the DataLoader's batch first, or a batch_first=True one given it second:
+    either way the layer runs across the examples of a batch."""
+    names = {layer.removeprefix("nn.") for layer in found.layers}
+    flags = in_files(files, keyword_values, names, "batch_first")
+    shape, (first, second, features) = shape_text(found.shape), found.shape
     if found.batch_first:
-        return _batch_second(found, files)
-    names = {layer.removeprefix("nn.") for layer in found.layers}
-    first = {site for site, value in in_files(files, keyword_values, names, "batch_first") if value != "False"}
-    built = [site for site in in_files(files, calls_named, names) if site not in first]
-    evidence = [f"{found.op} at {found.site}: input {shape_text(found.shape)} read as (seq {found.shape[0]}, batch "
-                f"{found.shape[1]}, features {found.shape[2]}); the DataLoader's batches hold {found.batch} examples "
-                "(seen in an iteration of the run watched op by op)"]
-    evidence += [f"built at {site} without batch_first=True" for site in built[:2]]
+        built = [site for site, value in flags if value == "True"]
+        read, how = f"(batch {first}, seq {second}, features {features})", "with batch_first=True"
+        summary = (f"it is built with batch_first=True and gets its {shape} input sequence first, so it runs across "
+                   f"the {found.batch} examples instead of along each sequence of {first}")
+    else:
+        flagged = {site for site, value in flags if value != "False"}
+        built = [site for site in in_files(files, calls_named, names) if site not in flagged]
+        read, how = f"(seq {first}, batch {second}, features {features})", "without batch_first=True"
+        summary = (f"it is built with batch_first=False (the default) and reads its {shape} input as (seq, batch, "
+                   f"features), so it runs across the {found.batch} examples instead of along each sequence")
     where = f" at {built[0].short}" if built else ""
-    return ProbeOutcome(
-        FAIL, f"{found.layers[0]} at {found.site.short} mixes the examples of a batch: it is built with batch_first=False "
-        f"(the default) and reads its {shape_text(found.shape)} input as (seq, batch, features), so it runs across the "
-        f"{found.batch} examples instead of along each sequence", evidence,
-        f"build the layer with batch_first=True{where} ({found.layers[0]}(..., batch_first=True)), or pass it "
-        "x.transpose(0, 1) and transpose its output back", data={"cause": "batch_folded"})
-
-
-def _batch_second(found: BatchAsSequence, files: set[str]) -> ProbeOutcome:
-    """A batch_first=True recurrent layer given (seq, batch, features)."""
-    names = {layer.removeprefix("nn.") for layer in found.layers}
-    built = [site for site, value in in_files(files, keyword_values, names, "batch_first") if value == "True"]
-    seq, batch = found.shape[0], found.shape[1]
-    evidence = [f"{found.op} at {found.site}: input {shape_text(found.shape)} read as (batch {seq}, seq {batch}, "
-                f"features {found.shape[2]}); the DataLoader's batches hold {found.batch} examples, in dim 1 "
-                "(seen in an iteration of the run watched op by op)"]
-    evidence += [f"built at {site} with batch_first=True" for site in built[:2]]
-    where = f" at {built[0].short}" if built else ""
-    return ProbeOutcome(
-        FAIL, f"{found.layers[0]} at {found.site.short} mixes the examples of a batch: it is built with batch_first=True "
-        f"and gets its {shape_text(found.shape)} input sequence first, so it runs across the {found.batch} examples "
-        f"instead of along each sequence of {seq}", evidence,
-        f"drop batch_first=True{where} for this sequence-first input (or feed it x.transpose(0, 1) and transpose its "
-        "output back)", data={"cause": "batch_folded"})
+    evidence = [f"{found.op} at {found.site}: input {shape} read as {read}; the DataLoader's batches hold "
+                f"{found.batch} examples" + (", in dim 1" if found.batch_first else "")
+                + " (seen in an iteration of the run watched op by op)"]
+    evidence += [f"built at {site} {how}" for site in built[:2]]
+    fix = (f"drop batch_first=True{where} for this sequence-first input (or feed it x.transpose(0, 1) and transpose "
+           "its output back)" if found.batch_first else
+           f"build the layer with batch_first=True{where} ({found.layers[0]}(..., batch_first=True)), or pass it "
+           "x.transpose(0, 1) and transpose its output back")
+    return ProbeOutcome(FAIL, f"{found.layers[0]} at {found.site.short} mixes the examples of a batch: {summary}",
+                        evidence, fix, data={"cause": "batch_folded"})
 
 
 def _classes_last(call: Any) -> ProbeOutcome:
