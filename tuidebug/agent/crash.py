@@ -24,6 +24,7 @@ import psutil
 import torch
 
 from tuidebug.format import bytes_text
+from tuidebug.probes.shape import classes_moved_to_dim1
 from tuidebug.probes.source import calls_named, module_site
 from tuidebug.sites import Site, frame_locals, innermost_user_site, is_user_file, user_frames
 
@@ -289,13 +290,10 @@ def _classes_last(input: torch.Tensor, target: torch.Tensor) -> bool:
 
 
 def _scores_classes_last(crash: Crash, function: str, input: torch.Tensor, target: torch.Tensor) -> None:
-    classes, last = int(input.shape[-1]), input.dim() - 1
     crash.kind, crash.cause = "shape", "shape_mismatch"
     crash.findings.append(f"{function} takes the classes in dim 1, (N, C, d1, ...): the input {shape_text(input.shape)} "
-                          f"has its {classes} classes last, for targets {shape_text(target.shape)}")
-    moved = "transpose(1, 2)" if last == 2 else f"permute(0, {last}, {', '.join(map(str, range(1, last)))})"
-    crash.fix = (f"move the classes to dim 1: {function}(output.{moved}, target), or flatten both: "
-                 f"output.reshape(-1, {classes}) with target.reshape(-1)")
+                          f"has its {int(input.shape[-1])} classes last, for targets {shape_text(target.shape)}")
+    crash.fix = f"move the classes to dim 1: {classes_moved_to_dim1(function, tuple(input.shape), 'output')}"
 
 
 def _class_indicators(crash: Crash, function: str, input: torch.Tensor, target: torch.Tensor) -> None:

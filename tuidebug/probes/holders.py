@@ -203,8 +203,7 @@ def piled(frames: list[FrameType], step: int, more_than: int) -> list[tuple[str,
     gradients on, or ``log_likelihoods.append(out[:, y])`` for one ``autograd.grad`` over all of them)."""
     found = []
     for name, value, path, _ in _roots(frames, []):
-        items = [value] if isinstance(value, torch.Tensor) else value if isinstance(value, (list, tuple)) else []
-        roots = [item.grad_fn for item in items if isinstance(item, torch.Tensor) and item.grad_fn is not None]
+        roots = [tensor.grad_fn for tensor in _held_directly(value) if tensor.grad_fn is not None]
         if roots and (forwards := _outputs_in_graph(roots, step)) > more_than:
             found.append((name, forwards, _fed_at(name, path)))
     return sorted(found, key=lambda item: -item[1])
@@ -217,10 +216,15 @@ def carrying(frames: list[FrameType], tensors: list[torch.Tensor]) -> list[tuple
     ids = {id(tensor) for tensor in tensors}
     found = []
     for name, value, path, _ in _roots(frames, []):
-        items = value if isinstance(value, (list, tuple)) else [value]
-        if any(id(item) in ids for item in items if isinstance(item, torch.Tensor)):
+        if any(id(tensor) in ids for tensor in _held_directly(value)):
             found.append((name, _fed_at(name, path)))
     return found
+
+
+def _held_directly(value: Any) -> list[torch.Tensor]:
+    """The tensor itself, or the tensors a list or tuple holds as its items."""
+    items = [value] if isinstance(value, torch.Tensor) else value if isinstance(value, (list, tuple)) else []
+    return [item for item in items if isinstance(item, torch.Tensor)]
 
 
 def _outputs_in_graph(roots: list[Any], step: int) -> int:

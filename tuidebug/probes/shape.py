@@ -646,20 +646,27 @@ def _batch_as_sequence(found: BatchAsSequence, files: set[str]) -> ProbeOutcome:
                         evidence, fix, data={"cause": "batch_folded"})
 
 
+def classes_moved_to_dim1(function: str, shape: tuple[int, ...], scores: str) -> str:
+    """The call that gives class loss ``function`` its ``scores`` of ``shape`` with their classes moved from
+    last to dim 1, or both flattened (the fix of a raising and of a silent classes-last loss input)."""
+    last = len(shape) - 1
+    moved = "transpose(1, 2)" if last == 2 else f"permute(0, {last}, {', '.join(map(str, range(1, last)))})"
+    return (f"{function}({scores}.{moved}, target), or flatten both: {scores}.reshape(-1, {shape[-1]}) with "
+            "target.reshape(-1)")
+
+
 def _classes_last(call: Any) -> ProbeOutcome:
     """Scores with their classes last given to a class loss that reads dim 1 as the classes (``Facts._classes_last``)."""
     site, shape = call.site.split(" ", 1)[0], tuple(call.input_shape)
-    classes, last = shape[-1], len(shape) - 1
-    moved = "transpose(1, 2)" if last == 2 else f"permute(0, {last}, {', '.join(map(str, range(1, last)))})"
     made = f"made by {call.input_module}" if call.input_module else f"made by {call.input_producer}"
     return ProbeOutcome(
         FAIL, f"{call.function} at {site} reads dim 1 of the {shape_text(call.input_shape)} scores as the classes, but "
-        f"their {classes} classes are last: each position is scored against the wrong axis (it does not raise as the "
+        f"their {shape[-1]} classes are last: each position is scored against the wrong axis (it does not raise as the "
         f"sequence is also {shape[1]} long)", [f"loss call: {call.function} at {call.site}",
                                                 f"input {shape_text(call.input_shape)} {made}, target "
                                                 f"{shape_text(call.target_shape)} {call.target_dtype}"],
-        f"move the classes to dim 1 at {site}: {call.function}(scores.{moved}, target), or flatten both: "
-        f"scores.reshape(-1, {classes}) with target.reshape(-1)", data={"cause": "target_out_of_range"})
+        f"move the classes to dim 1 at {site}: {classes_moved_to_dim1(call.function, shape, 'scores')}",
+        data={"cause": "target_out_of_range"})
 
 
 def _probability_targets(call: Any) -> ProbeOutcome:
