@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import psutil
 import pytest
@@ -357,3 +359,71 @@ def test_the_header_says_when_the_checks_or_the_norms_are_sampled() -> None:
     assert session.sampling_text() is None
     session.ingest(protocol.Step(step=601, time=1.1, loss=0.5, step_seconds=0.0004, norm_every=4, check_every=125))
     assert session.sampling_text() == "grad norm every 4 steps, checks every 125 steps"
+
+
+def _loop_under_the_agent(steps: Callable[[Any], None]) -> Any:
+    """The agent's hooks installed in this process while ``steps(agent)`` runs a loop; the agent is returned."""
+    from tuidebug.agent import core, hooks
+    from tuidebug.agent.core import Agent, AgentConfig
+
+    agent = Agent(AgentConfig(break_on_nan=False), None)
+    previous, core.CURRENT = core.CURRENT, agent
+    undo = hooks.install(agent)
+    try:
+        steps(agent)
+    finally:
+        for remove in undo:
+            remove()
+        core.CURRENT = previous
+    return agent
+
+
+def _train(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+           loss_of: Callable[[torch.Tensor], torch.Tensor] = lambda out: out) -> None:
+    loss = loss_of(model(torch.randn(5, 4))).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+
+def test_a_trainable_module_beside_the_model_that_no_optimizer_holds_does_not_become_the_model() -> None:
+    """A learned metric whose layers the loss calls one by one (its .forward called directly): each layer is an
+    outermost call with trainable weights, but the optimizer trains the denoiser, which stays the model."""
+    denoiser = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+    metric = torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)])  # trainable, in no optimizer
+    optimizer = torch.optim.SGD(denoiser.parameters(), lr=0.1)
+    models = []
+
+    def metric_of(out: torch.Tensor) -> torch.Tensor:
+        features = torch.as_tensor(out.detach().numpy())
+        for layer in metric:
+            features = layer(features)
+        return features
+
+    def steps(agent: Any) -> None:
+        for _ in range(3):
+            _train(denoiser, optimizer, metric_of)
+            models.append(agent.model)
+
+    _loop_under_the_agent(steps)
+    assert models[1:] == [denoiser, denoiser]  # at the first step no backward has run yet when the metric is called
+
+
+def test_the_module_trained_is_the_model_even_when_the_optimizer_holds_another() -> None:
+    """An optimizer built over a model that is then built again (called once before, in a test), or over the previous
+    stage's model: the module the loop trains is the model, and the optimizer is the one in the wrong."""
+    old, new, second = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    optimizer, second_optimizer = torch.optim.SGD(old.parameters(), lr=0.1), torch.optim.SGD(old.parameters(), lr=0.1)
+    models = []
+
+    def steps(agent: Any) -> None:
+        old(torch.randn(1, 4))  # a test call before training
+        for _ in range(2):
+            _train(new, optimizer)
+        models.append(agent.model)
+        for _ in range(2):  # the next stage, its optimizer built over the first stage's model
+            _train(second, second_optimizer)
+        models.append(agent.model)
+
+    _loop_under_the_agent(steps)
+    assert models == [new, second]

@@ -25,8 +25,8 @@ from tuidebug.agent.facts import Facts, LossCall
 from tuidebug.agent.watched_step import WATCHED_STEP, WatchedStep
 from tuidebug.probes import holders, source
 from tuidebug.probes.held_frozen import frozen_groups, split_frozen
-from tuidebug.probes.learning import GraphCut, rate_not_factor
-from tuidebug.probes.memory import _all_pairs, _batch_power, _kept_more_than, _square_length
+from tuidebug.probes.learning import GraphCut, _rises_by_another_objective, rate_not_factor
+from tuidebug.probes.memory import _all_pairs, _batch_power, _in_model_method, _kept_more_than, _square_length
 from tuidebug.probes.shape import SilentShapes, _batch_as_sequence, _classes_last, _pairwise, _relabelled
 from tuidebug.probes.source import grad_off_block, guarded_steps, indexed_attributes, module_site
 from tuidebug.probes.unsafe_math import ForwardWatch, SafeOp
@@ -874,6 +874,49 @@ def test_a_new_leaf_made_from_a_thresholded_output_is_the_cut() -> None:
     what, site = watch.cut
     assert what == "torch.tensor(..., requires_grad=True)" and "torch.tensor((scores > 0.5)" in site.text
     assert model.weight.grad is None
+
+
+def test_a_copy_of_the_output_made_a_new_leaf_is_the_cut() -> None:
+    """distiller's KD policy: a forward hook keeps out.new_tensor(out, requires_grad=True); the loss built from it
+    reaches the student only through a term weighted 0, so every gradient is zero."""
+    student = nn.Linear(3, 2)
+    kept = {}
+    student.register_forward_hook(lambda module, args, out: kept.update(logits=out.new_tensor(out, requires_grad=True)))
+    with GraphCut() as watch:
+        out = student(torch.randn(4, 3))
+        (0.0 * out.sum() + kept["logits"].pow(2).mean()).backward()
+
+    what, site = watch.cut
+    assert what == "new_tensor" and "out.new_tensor(out, requires_grad=True)" in site.text
+    assert student.weight.grad is not None and not student.weight.grad.any()
+
+
+def test_a_rising_loss_is_another_objectives_only_when_the_rebuilt_one_is_apart_and_falls_on_held_out_data() -> None:
+    """A beta-VAE whose capacity target grows: the run's loss rises 0.07 -> 0.11 while the reconstruction the checks
+    rebuild (0.0097 at the same weights) falls on a held-out batch."""
+    learns = _rises_by_another_objective(0.07, 0.11, (0.0095, 0.0059, 0.0097, 0.0058), [])
+    assert learns is not None and learns.status == "pass" and "0.0097 -> 0.0058" in learns.summary
+    assert _rises_by_another_objective(0.07, 0.11, (0.12, 0.06, 0.11, 0.05), []) is None  # the same objective
+    assert _rises_by_another_objective(0.07, 0.11, (0.0095, 0.0059, 0.0097, 0.0095), []) is None  # held-out stays
+    assert _rises_by_another_objective(0.11, 0.07, (0.0095, 0.0059, 0.0097, 0.0058), []) is None  # the loss falls
+
+
+class _Scorer(nn.Module):
+    """A model with a scoring method of its own, which an evaluation calls directly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(4, 2)
+
+    def calc(self, h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return (h - t).abs().sum(-1)
+
+
+def test_an_allocation_in_a_method_of_the_models_own_class_is_one_of_its_intermediates() -> None:
+    assert _in_model_method(["train.py:139 in <module>", "train.py:54 in calc"], _Scorer())
+    assert _in_model_method(["train.py:60 in forward"], None)
+    # train is nn.Module's, not the user's class's: a script's own train() function is not the model's
+    assert not _in_model_method(["train.py:139 in <module>", "train.py:90 in train"], _Scorer())
 
 
 def test_a_state_passed_on_from_call_to_call_is_found_as_the_input_that_carries_the_graph() -> None:

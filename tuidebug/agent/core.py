@@ -255,6 +255,9 @@ class Agent:
         self._planned: int | None = None  # the run's length in steps, where the script states it
         self._compute_seconds: float | None = None  # from the last step's end to this step's first backward
         self._param_names: dict[int, str] = {}
+        self._held_key: tuple = ()  # see _held_by_optimizers
+        self._model_trained_at = -1  # the count of backward passes at the model's latest call with gradients on
+        self._held_ids: set[int] = set()
         self._scaled: tuple[weakref.ref, torch.Tensor] | None = None
         self._skips_reported = 0
         self._fingerprint: torch.Tensor | None = None
@@ -413,6 +416,8 @@ class Agent:
         module = wrapped if wrapped is not None else module
         seen = self.observed
         if module is seen.model:
+            if torch.is_grad_enabled():
+                self._model_trained_at = self.facts.backward_total
             return
         if module is not seen.criterion and next(module.parameters(), None) is not None:
             if seen.model is not None and not torch.is_grad_enabled():
@@ -420,13 +425,35 @@ class Agent:
             if seen.model is not None and module not in seen.models and \
                     not any(p.requires_grad for p in module.parameters()):
                 return  # a frozen network beside the model (a perceptual metric's, a teacher): the model stays
+            if seen.model is not None and self._beside_trained_model(module, seen.model):
+                return  # trainable, but no optimizer holds it while one trains the model (a learned metric, the model's
+                # own layers called one by one from a method called directly): the model stays
             self._new_model(module)  # its own hooks (with kwargs) see this call already
+            self._model_trained_at = self.facts.backward_total
         elif isinstance(module, torch.nn.modules.loss._Loss) and args and not torch.is_inference_mode_enabled():
             found, key = seen.key_in_output(args[0])
             if found:  # the loss of the model's own output: replayable on a copy
                 if module is not seen.criterion or seen.loss_site is None:  # its line, once (a stack walk)
                     seen.loss_site = user_site()
                 seen.criterion, seen.criterion_targets, seen.output_key = module, tuple(args[1:]), key
+
+    def _beside_trained_model(self, module: torch.nn.Module, model: torch.nn.Module) -> bool:
+        """The model has been through a backward and has run this step's forward, an optimizer the script made holds
+        some of its parameters, and none made holds any of the module's. A model called only before the first backward
+        (a test call of a model the script then builds again) or not since the last one (a stage that ended, its
+        optimizer built over the wrong model) is none of those: the module called instead is the model."""
+        if not self._model_trained_at == self.facts.backward_total > 0:
+            return False
+        held = self._held_by_optimizers()
+        return any(id(p) in held for p in model.parameters()) and not any(id(p) in held for p in module.parameters())
+
+    def _held_by_optimizers(self) -> set[int]:
+        """The ids of the parameters every optimizer made holds, rebuilt when one is made or its groups change."""
+        made = [*self.optimizers, *self.created_optimizers]
+        key = tuple((id(o), len(o.param_groups)) for o in made)
+        if key != self._held_key:
+            self._held_key, self._held_ids = key, {id(p) for p in optimizer_params(*made)}
+        return self._held_ids
 
     def on_model_call(self, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         """The model is called (its own pre-hook, with kwargs): remember the inputs; while a probe

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import re
 import resource
+import sys
 from typing import Any
 
 import psutil
@@ -29,6 +30,7 @@ from tuidebug.batches import batch_size_of, slice_batch, tensors_of
 from tuidebug.format import bytes_text
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome, probe
 from tuidebug.probes import holders, source
+from tuidebug.sites import is_user_file
 
 # Memory that grows as the batch to the power SQUARED or more (1.8: n^2 with a linear part beside it) over
 # the batch sizes measured comes from an intermediate over pairs of rows; the activations of a batch grow
@@ -77,7 +79,7 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
     activations = _activations_at_batch(ctx)
     data: dict[str, Any] = {"asked": asked}
     where = _failing_line(crash)
-    in_forward = crash.module is not None or any(frame.endswith(" in forward") for frame in crash.frames)
+    in_forward = crash.module is not None or _in_model_method(crash.frames, ctx.run.model)
     large = ctx.run.facts.large_call
     if large is not None:  # the failing step's data is many usual steps': the activations above are not its measure
         return _large_call(ctx, large, evidence, data)
@@ -132,6 +134,17 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
                             "torch.func.vmap(torch.func.jacrev(f))", data={**data, "cause": "oversized_intermediate"})
     return ProbeOutcome(PASS, f"an allocation of {bytes_text(asked) if asked else 'unknown size'} failed"
                         + (f" at {crash.site.split(' ', 1)[0]}" if crash.site else ""), evidence, data=data)
+
+
+def _in_model_method(frames: list[str], model: torch.nn.Module | None) -> bool:
+    """A frame of the failure is forward, or a method the model's own classes define (a scoring function an
+    evaluation calls directly): an intermediate of the model's computation, as the forward's activations are."""
+    names = {frame.rsplit(" in ", 1)[-1] for frame in frames}
+    if "forward" in names:
+        return True
+    own = [cls for cls in type(model).__mro__ if is_user_file(getattr(sys.modules.get(cls.__module__), "__file__", "") or "")] \
+        if model is not None else []
+    return any(name in vars(cls) for cls in own for name in names)
 
 
 def _failing_line(crash: Any) -> str:
