@@ -893,12 +893,16 @@ def test_a_copy_of_the_output_made_a_new_leaf_is_the_cut() -> None:
 
 def test_a_rising_loss_is_another_objectives_only_when_the_rebuilt_one_is_apart_and_falls_on_held_out_data() -> None:
     """A beta-VAE whose capacity target grows: the run's loss rises 0.07 -> 0.11 while the reconstruction the checks
-    rebuild (0.0097 at the same weights) falls on a held-out batch."""
-    learns = _rises_by_another_objective(0.07, 0.11, (0.0095, 0.0059, 0.0097, 0.0058), [])
+    rebuild (0.0097 at the latest weights) falls on a held-out batch."""
+    rising = [0.07 + 0.0004 * i for i in range(100)]
+    swinging = [0.07 + (0.3 if i % 7 == 0 else 0.0) + 0.0004 * i for i in range(100)]  # gradients piled up
+    trial = (0.0095, 0.0059, 0.0097, 0.0058)
+    learns = _rises_by_another_objective(rising, 0.07, 0.11, trial, [])
     assert learns is not None and learns.status == "pass" and "0.0097 -> 0.0058" in learns.summary
-    assert _rises_by_another_objective(0.07, 0.11, (0.12, 0.06, 0.11, 0.05), []) is None  # the same objective
-    assert _rises_by_another_objective(0.07, 0.11, (0.0095, 0.0059, 0.0097, 0.0095), []) is None  # held-out stays
-    assert _rises_by_another_objective(0.11, 0.07, (0.0095, 0.0059, 0.0097, 0.0058), []) is None  # the loss falls
+    assert _rises_by_another_objective(rising, 0.07, 0.11, (0.12, 0.06, 0.11, 0.05), []) is None  # the same objective
+    assert _rises_by_another_objective(rising, 0.07, 0.11, (0.0095, 0.0059, 0.0097, 0.0095), []) is None  # held-out
+    assert _rises_by_another_objective(rising[::-1], 0.11, 0.07, trial, []) is None  # the loss falls
+    assert _rises_by_another_objective(swinging, 0.07, 0.11, trial, []) is None
 
 
 class _Scorer(nn.Module):

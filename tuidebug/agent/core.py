@@ -256,8 +256,8 @@ class Agent:
         self._compute_seconds: float | None = None  # from the last step's end to this step's first backward
         self._param_names: dict[int, str] = {}
         self._held_key: tuple = ()  # see _held_by_optimizers
-        self._model_trained_at = -1  # the count of backward passes at the model's latest call with gradients on
         self._held_ids: set[int] = set()
+        self._model_trained_at = -1  # the count of backward passes at the model's latest call with gradients on
         self._scaled: tuple[weakref.ref, torch.Tensor] | None = None
         self._skips_reported = 0
         self._fingerprint: torch.Tensor | None = None

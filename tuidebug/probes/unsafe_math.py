@@ -25,12 +25,15 @@ from torch.overrides import TorchFunctionMode
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, probe)
 from tuidebug.probes.failing_loss import failing_loss
-from tuidebug.probes.trials import run_trial, start_point
+from tuidebug.probes.trials import MIN_STEPS, run_trial, start_point
 from tuidebug.probes.watch import OpWatch, caller_site, op_name, op_tensors
 from tuidebug.sites import Site, frame_locals, is_user_file
 
 EPS = 1e-6  # the safe variant's margin: sqrt(x + eps) and friends; small enough not to change a healthy value
 CHECKPOINT_EXTRA_STEPS = 2  # steps past the failing one the watched replay from a checkpoint may take
+# ... and at least the rate trials' MIN_STEPS: a loop that makes its data as it runs (self-play, a generator) replays
+# other draws than the run's, and its NaN comes a few steps earlier or later; the trials that would otherwise name the
+# rate run that long, so the watch sees every step they see.
 TINY = 1e-12
 # A backward op of no risky kind (a matmul, a sum) whose gradient goes non-finite from finite values is an overflow
 # when its incoming gradient times its saved operand comes within this factor of the dtype's largest number (a
@@ -465,7 +468,7 @@ def _watched_from_checkpoint(ctx: ProbeContext) -> tuple[ForwardWatch, BackwardW
     trainer = ctx.trainer
     batches = trainer.recent_batches() or [trainer.prepare()]
     trainer.reset(start.snapshot)
-    for index in range(start.steps_before + CHECKPOINT_EXTRA_STEPS):
+    for index in range(max(start.steps_before + CHECKPOINT_EXTRA_STEPS, MIN_STEPS)):
         if ctx.cancelled() or ctx.time_left() <= 0:
             return None
         forward, backward = ForwardWatch(), BackwardWatch()
