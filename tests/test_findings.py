@@ -517,9 +517,14 @@ def test_a_tensor_rebuilt_from_tensors_that_require_grad_is_a_cut_when_some_weig
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     weight = torch.randn(3, requires_grad=True)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        module.losses([weight[0] * 2, weight[1] * 2])
+    warned_always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)  # torch gives this warning once a process: an earlier test may have had it
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            module.losses([weight[0] * 2, weight[1] * 2])
+    finally:
+        torch.set_warn_always(warned_always)
     facts = Facts()
     for warning in caught:
         facts.note_warning(warning.category, str(warning.message), warning.filename, warning.lineno)
