@@ -150,8 +150,35 @@ def test_a_std_over_a_batch_of_one_is_named_and_its_safe_form_keeps_backward_fin
     with safe:
         spread = spread_of(x)
     spread.sum().backward()
-    assert safe.applied == 1
+    assert safe.applied == {culprit.site.line}
     assert bool(torch.isfinite(spread).all()) and bool(torch.isfinite(x.grad).all())
+
+
+def weighted_bce(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    positive = -3.0 * target * torch.log(pred)
+    negative = -(1 - target) * torch.log(1 - pred)
+    return (positive + negative).mean()
+
+
+def log_of(x: torch.Tensor) -> torch.Tensor:
+    return torch.log(x)
+
+
+def test_the_safe_form_of_an_op_covers_its_kind_in_the_function_that_holds_it() -> None:
+    """A hand-written BCE whose log(1 - p) went non-finite at p = 1: made safe there only, its log(p) does at p = 0
+    on another batch. Both logs of the function are made safe; a log in another function is not."""
+    watch = ForwardWatch()
+    with watch:
+        weighted_bce(torch.tensor([1.0, 0.5]), torch.tensor([0.0, 1.0]))
+    culprit = watch.first
+    assert culprit is not None and culprit.site.text.startswith("negative = ")
+    safe = SafeOp(culprit)
+    with safe:
+        loss = weighted_bce(torch.tensor([0.0, 1.0]), torch.tensor([1.0, 0.0]))
+        elsewhere = log_of(torch.tensor([0.0]))
+    assert bool(torch.isfinite(loss)) and not bool(torch.isfinite(elsewhere).all())
+    assert safe.applied == {culprit.site.line - 1, culprit.site.line}
+    assert "in the same function" in safe.also()
 
 
 def test_a_lambda_that_returns_a_rate_is_told_from_a_warm_up() -> None:

@@ -803,12 +803,23 @@ def _node_holds(node: ast.AST, line: int) -> bool:
 
 def enclosing_function(path: str, line: int) -> str | None:
     """The name of the innermost function of ``path`` whose body holds ``line``."""
+    function = _innermost_function(path, line)
+    return function.name if function is not None else None
+
+
+def function_lines(path: str, line: int) -> tuple[int, int] | None:
+    """The first and last lines of the innermost function of ``path`` that holds ``line``."""
+    function = _innermost_function(path, line)
+    return (function.lineno, function.end_lineno or function.lineno) if function is not None else None
+
+
+def _innermost_function(path: str, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     tree = _tree(path)
     if tree is None:
         return None
     functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
                  and node.lineno <= line <= (node.end_lineno or node.lineno)]
-    return max(functions, key=lambda node: node.lineno).name if functions else None
+    return max(functions, key=lambda node: node.lineno) if functions else None
 
 
 def divisions(site: Site) -> list[ast.expr]:

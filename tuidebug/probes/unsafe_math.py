@@ -13,6 +13,7 @@ run finite and the loss falling.
 from __future__ import annotations
 
 import math
+import os
 import re
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from torch.overrides import TorchFunctionMode
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, probe)
 from tuidebug.probes.failing_loss import failing_loss
+from tuidebug.probes.source import function_lines
 from tuidebug.probes.trials import MIN_STEPS, run_trial, start_point
 from tuidebug.probes.watch import OpWatch, caller_site, op_name, op_tensors
 from tuidebug.sites import Site, frame_locals, is_user_file
@@ -336,23 +338,35 @@ def _forward_site(node: Any) -> Site | None:
 
 
 class SafeOp(TorchFunctionMode):
-    """The trial's change: the culprit op, at the culprit's line, computed in its safe form."""
+    """The trial's change: the culprit op computed in its safe form at the culprit's line, and ops of its kind in
+    the function that holds that line (the two logs of a hand-written binary cross-entropy: made safe at one, a
+    replay that draws other batches goes non-finite at the other; the fix goes into that function)."""
 
     def __init__(self, culprit: Culprit) -> None:
         super().__init__()
         self.kind, self.path, self.line = culprit.kind, culprit.site.path, culprit.site.line
-        self.applied = 0
+        self.lines = function_lines(self.path, self.line) if not culprit.backward else None
+        self.applied: set[int] = set()  # the lines it made safe
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         name = op_name(func)
         if category(name) == self.kind:
             site = caller_site()
-            if site is not None and site.path == self.path and site.line == self.line:
-                self.applied += 1
+            if site is not None and site.path == self.path and self._covers(site.line):
+                self.applied.add(site.line)
                 with torch._C.DisableTorchFunction():
                     return _safe(self.kind, name, func, args, kwargs)
         return func(*args, **kwargs)
+
+    def _covers(self, line: int) -> bool:
+        return line == self.line or (self.lines is not None and self.lines[0] <= line <= self.lines[1])
+
+    def also(self) -> str:
+        """The other lines it made safe, for the trial's evidence."""
+        others = sorted(self.applied - {self.line})
+        name = os.path.basename(self.path)
+        return f" (and at {', '.join(f'{name}:{line}' for line in others)}, in the same function)" if others else ""
 
 
 def _safe(kind: str, name: str, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -500,7 +514,7 @@ def _trials(ctx: ProbeContext, culprit: Culprit) -> ReplayedFix | None:
     except (NeedsLoop, LoopGone, NoPipeline):
         return None
     return ReplayedFix([f"replay from {start.label} as written: {as_written.describe()}",
-                        f"... with {culprit.kind} made safe at {culprit.site.short}: {fixed.describe()}"],
+                        f"... with {culprit.kind} made safe at {culprit.site.short}{safe.also()}: {fixed.describe()}"],
                        as_written.blew_up and fixed.holds, fixed.final if fixed.holds else None)
 
 
