@@ -368,13 +368,16 @@ def _loop_under_the_agent(steps: Callable[[Any], None]) -> Any:
 
     agent = Agent(AgentConfig(break_on_nan=False), None)
     previous, core.CURRENT = core.CURRENT, agent
+    modes = torch._C._len_torch_function_stack()
     undo = hooks.install(agent)
     try:
         steps(agent)
     finally:
+        agent.loop_ended()  # as when the script ends: the watched iteration's mode leaves the stack
         for remove in undo:
             remove()
         core.CURRENT = previous
+    assert torch._C._len_torch_function_stack() == modes  # nothing left behind for the next test in this process
     return agent
 
 
