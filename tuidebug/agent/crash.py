@@ -25,7 +25,7 @@ import torch
 
 from tuidebug.format import bytes_text
 from tuidebug.probes.shape import classes_moved_to_dim1
-from tuidebug.probes.source import calls_named, module_site
+from tuidebug.probes.source import assigned_value, assignments, calls_named, module_site
 from tuidebug.sites import Site, frame_locals, innermost_user_site, is_user_file, user_frames
 
 SHAPE_MESSAGE = re.compile(
@@ -725,10 +725,10 @@ def _assignment_site(cls: type, attr: str) -> tuple[Site, str] | None:
         path = inspect.getsourcefile(cls)
     except (OSError, TypeError):
         return None
-    assigned = re.compile(rf"^\s*self\.{re.escape(attr)}\s*=\s*(.+?)\s*(#.*)?$")
-    found = [(first + i, match.group(1)) for i, text in enumerate(lines)
-             if (match := assigned.match(text)) and match.group(1) != "None"]
-    return (Site(path, found[-1][0], ""), found[-1][1]) if found and path else None
+    found = [(site, value) for site in assignments(path, attr, attribute=True) if first <= site.line < first + len(lines)
+             and site.text.startswith(f"self.{attr}") and (value := assigned_value(site)) not in (None, "None")] \
+        if path else []
+    return found[-1] if found else None
 
 
 def _no_graph(exc: BaseException) -> bool:

@@ -1464,7 +1464,7 @@ def trend(ctx: ProbeContext) -> ProbeOutcome:
     try:
         batches = ctx.trainer.recent_batches()
         path = _label_path(ctx, batches[-1]) if batches else None
-        verdict, trial = _alignment_trial(ctx, batches, path, evidence) if len(batches) >= 2 and path is not None \
+        verdict, trial = _alignment(ctx, batches, path, evidence) if len(batches) >= 2 and path is not None \
             else (None, None)
     except LoopGone:  # a loop without a DataLoader lends one iteration a replayed step: the trend stands alone
         evidence.append("the labels were not checked against shuffled ones: the script's loop ended during the trial")
@@ -1528,17 +1528,12 @@ def labels(ctx: ProbeContext) -> ProbeOutcome:
     if len(batches) < 2 or path is None:
         return ProbeOutcome(INCONCLUSIVE, "the loss levelled off, but no labels to check in the recent batches",
                             evidence)
-    verdict = _alignment(ctx, batches, path, evidence)
+    verdict, _ = _alignment(ctx, batches, path, evidence)
     return verdict or ProbeOutcome(PASS, "no sign that the labels are misaligned", evidence)
 
 
-def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[str]) -> ProbeOutcome | None:
-    verdict, _ = _alignment_trial(ctx, batches, path, evidence)
-    return verdict
-
-
-def _alignment_trial(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[str]
-                     ) -> tuple[ProbeOutcome | None, tuple[float, float, float, float] | None]:
+def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[str]
+               ) -> tuple[ProbeOutcome | None, tuple[float, float, float, float] | None]:
     """Train on a few recent batches, with the labels as given and with them shuffled, and measure
     the loss on the batch held out. Labels that follow the inputs generalise to it, better than
     shuffled ones do; labels shuffled apart from the inputs (the run's own, if they are misaligned)

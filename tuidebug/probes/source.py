@@ -117,6 +117,14 @@ def assignment_target(site: Site) -> str | None:
     return None
 
 
+def assigned_value(site: Site) -> str | None:
+    """The source text of what a line assigns (``self.attn = weights`` -> ``weights``), if it is one assignment."""
+    text = site.text
+    tree = _parse_line(text)
+    node = tree.body[0] if isinstance(tree, ast.Module) and tree.body else None
+    return ast.get_source_segment(text, node.value) if isinstance(node, ast.Assign) else None
+
+
 def assigned_name(site: Site) -> str | None:
     """The variable a line assigns from (``group["lr"] = lr_this_step`` -> ``lr_this_step``), if it is one."""
     tree = _parse_line(site.text)
