@@ -1667,3 +1667,22 @@ def test_memory_that_grows_with_the_square_of_the_batch_is_told_from_its_activat
     assert _grows_with_square([(80, 13 * mib), (160, 51 * mib)]) == pytest.approx(1.97, abs=0.01)
     assert _grows_with_square([(8, 3 * mib), (16, 6 * mib), (32, 12 * mib)]) is None  # activations: linear
     assert _grows_with_square([(8, mib // 10), (16, mib // 2)]) is None  # too few bytes to tell from noise
+
+
+def test_a_resident_rise_that_the_allocator_hands_back_is_not_memory_growth():
+    """The real malloc_trim and RSS: readings rising far above this process's resident memory are memory the
+    allocator kept (trimmed, resident memory is below them all), so no growth and the readings restart;
+    readings rising from far below it stand, since trimming cannot take the process under them."""
+    from tuidebug.agent.memory import process_memory, release_free_heap
+
+    if not release_free_heap():
+        pytest.skip("no glibc malloc_trim here")
+    rss, _ = process_memory()
+    kept_by_allocator, held = Facts(), Facts()
+    for step in range(60):
+        kept_by_allocator.record_memory(step, rss + 2**30 + step * 2**21, None)
+        held.record_memory(step, 2**20 + step * 2**21, None)
+
+    assert kept_by_allocator.memory_growth() is not None and kept_by_allocator.kept_memory_growth() is None
+    assert len(kept_by_allocator.memory) == 1
+    assert held.kept_memory_growth() == held.memory_growth() is not None

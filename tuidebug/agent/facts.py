@@ -24,6 +24,7 @@ import torch
 
 from tuidebug.agent.gradients import blocks_host, stacked_norms
 from tuidebug.agent.host_reads import HostReads
+from tuidebug.agent.memory import process_memory, release_free_heap
 from tuidebug.agent.resets import OptimizerResets
 from tuidebug.probe_api import optimizer_params
 from tuidebug.probes.shape import reordered
@@ -917,7 +918,7 @@ class Facts:
         return fresh
 
     def _growth(self) -> str | None:
-        growth = self.memory_growth()
+        growth = self.kept_memory_growth()
         if growth is None:
             return None
         slope, total, steps, label = growth
@@ -946,6 +947,24 @@ class Facts:
             return None
         label = "CUDA allocated memory" if self.memory[-1][2] is not None else "resident memory (CPU)"
         return total / steps, total, steps, label
+
+    def kept_memory_growth(self) -> tuple[float, int, int, str] | None:
+        """``memory_growth``, tried once more for a rise in resident memory: the C heap's free pages are
+        handed back to the system, and when resident memory then falls below the lowest reading of the
+        rise, the rise was memory the allocator kept for reuse (fragmentation under create_graph, a
+        loaded machine), not memory the script holds. The readings then restart from that point, so a
+        rise that goes on is seen again a few steps later."""
+        growth = self.memory_growth()
+        if growth is None or self.memory[-1][2] is not None or not release_free_heap():
+            return growth
+        trimmed, _ = process_memory()
+        lowest = min(rss for _, rss, _ in itertools.islice(self.memory, len(self.memory) // 2, None) if rss is not None)
+        if trimmed >= lowest:
+            return growth
+        step = self.memory[-1][0]
+        self.memory.clear()
+        self.memory.append((step, trimmed, None))
+        return None
 
     def graphs_alive(self) -> list[GraphTag]:
         """The losses' and model outputs' graphs alive now."""

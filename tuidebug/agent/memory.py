@@ -6,6 +6,7 @@ are read only once the script itself has initialised CUDA: tuidebug never initia
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 import time
@@ -49,6 +50,27 @@ def process_memory() -> tuple[int, int]:
         return read
     info = _PROCESS.memory_info()
     return info.rss, info.vms
+
+
+def release_free_heap() -> bool:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``), so that resident memory
+    shows what the process holds rather than what its allocator keeps for reuse. Only free memory goes:
+    nothing the script holds changes. False where there is no glibc (macOS, musl)."""
+    trim = getattr(_LIBC, "malloc_trim", None)
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
 
 
 class MemoryReader:

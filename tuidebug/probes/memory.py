@@ -508,7 +508,7 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
     facts = ctx.run.facts
     step = max([s.step for s in ctx.history] + [0]) + 1
     alive = facts.old_graphs_alive(step)
-    growth = facts.memory_growth()
+    growth = facts.kept_memory_growth()
     evidence = []
     if growth is not None:
         slope, total, steps, label = growth
