@@ -289,4 +289,6 @@ def test_several_proven_nan_fixes_are_ranked_by_their_final_loss_unless_the_obje
         return walk.decided_by(walk.tree["nan.decide"])
 
     assert chosen(lr_loss=0.2, math_loss=0.6) == "nan.lr"  # the one that learns best
+    assert chosen(lr_loss=0.286, math_loss=0.296) == "nan.unsafe_math"  # within TRIAL_TIE: a tie, the order decides
+    assert chosen(lr_loss=0.27, math_loss=0.296) == "nan.lr"
     assert chosen(lr_loss=-1.6, math_loss=-0.6) == "nan.unsafe_math"  # no floor: the most specific change

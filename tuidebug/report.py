@@ -8,7 +8,7 @@ from typing import Any
 from tuidebug.format import bytes_text, number
 from tuidebug.protocol import ProbeResult
 from tuidebug.session import Session, describe_exit
-from tuidebug.tree import Walk
+from tuidebug.tree import TRIAL_TIE, Walk
 
 JSON_KEYS = ("failure_class", "cause", "summary", "fix", "evidence", "checks", "reproduction", "confirmed",
              "validated", "steps", "partial")
@@ -88,7 +88,10 @@ def _other_fixes(walk: Walk, chosen: str) -> list[str]:
         lines.append(f"a trial ended below 0 (an objective with no floor): {chosen}, the most specific change, "
                      "names the cause")
     elif isinstance(mine, (int, float)):
-        lines.append(f"ranked by the loss each trial ended at: {chosen}'s ended lowest, at {mine:.4g}")
+        lowest = min([mine] + [r.data["fixed_loss"] for _, r in others])
+        lines.append(f"ranked by the loss each trial ended at: {chosen}'s ended lowest, at {mine:.4g}" if mine <= lowest
+                     else f"ranked by the loss each trial ended at: {chosen}'s, at {mine:.4g}, is within "
+                     f"{TRIAL_TIE:.0%} of the lowest ({lowest:.4g}), a tie, and comes first in the check order")
     return lines
 
 
