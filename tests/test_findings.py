@@ -221,6 +221,26 @@ def test_a_batchnorm_given_the_last_batch_of_one_sample_is_a_crash_with_drop_las
     assert crash.fix.startswith("pass drop_last=True to the training DataLoader (made at train.py:46)")
 
 
+def test_a_shape_error_on_an_evaluation_line_after_training_is_a_crash_of_that_line_and_a_collate_one_stays_shape():
+    """A metric's reshape (num_classes 1 for 0/1 labels) raised on the user's line with the model in eval mode
+    after 20 steps: the evaluation's code failed, not the training's shapes. The same error without training
+    steps, and a DataLoader's collate raising inside torch, stay shape errors."""
+    from torch.utils.data import default_collate
+
+    from tuidebug.agent.crash import analyse
+
+    with pytest.raises(RuntimeError) as metric:
+        torch.bincount(torch.tensor([0, 1, 2, 2])).reshape(1, 1)
+    with pytest.raises(RuntimeError) as collate:
+        default_collate([torch.zeros(3, 44, 36), torch.zeros(3, 37, 36)])
+
+    evaluated = analyse(metric.value, None, None, 16, {}, evaluated_after=20)
+    assert (evaluated.kind, evaluated.cause) == ("other", "exception")
+    assert "after 20 training steps" in evaluated.findings[0] and "(1, 1)" in evaluated.findings[1]
+    assert analyse(metric.value, None, None, 16, {}).kind == "shape"
+    assert analyse(collate.value, None, None, 16, {}, evaluated_after=20).kind == "shape"
+
+
 def test_a_batchnorm1d_given_features_last_is_a_shape_mismatch_fixed_by_flattening_the_positions() -> None:
     from tuidebug.agent.crash import FailedModule, analyse
 
@@ -1686,3 +1706,34 @@ def test_a_resident_rise_that_the_allocator_hands_back_is_not_memory_growth():
     assert kept_by_allocator.memory_growth() is not None and kept_by_allocator.kept_memory_growth() is None
     assert len(kept_by_allocator.memory) == 1
     assert held.kept_memory_growth() == held.memory_growth() is not None
+
+
+def test_a_graph_the_script_extends_at_every_step_outside_any_loss_is_kept_and_a_replaced_one_is_not():
+    """An EMA updated with autograd on (its shadow built from the weights and its own last value, never from a
+    loss): the held graphs tagged at steps 2-5 all stay alive, so the graphs check finds them at step 25 and the
+    search names the holder. A tensor made anew from the weights each step (its old graph freed) is not kept."""
+    weight = nn.Parameter(torch.randn(4, 4))
+
+    class EMA:
+        def __init__(self) -> None:
+            self.shadow = {"weight": weight.detach().clone()}
+
+    def run(carried: bool) -> tuple[Facts, Any, list]:
+        facts, ema = Facts(), EMA()
+        frames = [sys._getframe()]
+        for step in range(1, 26):
+            with torch.no_grad():
+                weight.add_(0.01)
+            previous = ema.shadow["weight"] if carried else weight.detach()
+            ema.shadow["weight"] = 0.1 * weight + 0.9 * previous
+            if 2 <= step <= 5:
+                holders.tag_held(frames, [], step, lambda t, step=step: facts.tag_held(t, step))
+            if step in (5, 25):
+                found = facts._graphs(step)
+        return facts, found, holders.find(frames, [], 26)
+
+    _, kept, holding = run(carried=True)
+    assert kept is not None and "4 earlier steps (from step 2 on: held tensor)" in kept[0]
+    assert any(h.name == "ema.shadow" and h.oldest == 2 for h in holding)
+    _, replaced, _ = run(carried=False)
+    assert replaced is None

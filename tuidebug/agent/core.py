@@ -51,6 +51,12 @@ HISTORY_STEPS = 2048
 MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss the climb to it
 LOADER_RECENT = 2  # a loop fed its latest batch from a DataLoader this few steps ago: it uses one
 MANUAL_PROBES = 32  # backward passes watched for parameters changing without an optimizer
+# The graphs the script's own objects hold are tagged at the ends of this many sampled steps, from step 2
+# (steps 2-5: the early steps are all sampled). A graph extended at every step keeps every tag, and the
+# graphs check needs LEAKED_STEPS (3) earlier steps alive: four leave one to spare. Each search walks the
+# frames' variables and the models (and finds the models' owners through gc referrers), so a run does
+# only these few.
+HELD_SEARCHES = 4
 # A memory reading (/proc/self/statm) costs about 1 us in a loop of readings but 20-25 us between training
 # steps (the bench's MLP, 2.5 ms steps: the step's allocations leave the kernel's counters cold). It is taken
 # every ``memory_every`` steps, and at every step once its measured cost is at most MEMORY_SHARE of the step
@@ -266,6 +272,7 @@ class Agent:
         # parameters' (sampled step, weights' norms, gradients' norms)
         self._peak_rate = 0.0  # the highest learning rate at the sampled steps
         self._watched_backwards = 0
+        self._held_searches = 0
         self._leaves: list[torch.Tensor] = []  # without a model: the tensors the loss's graph accumulates into
         self._lightning: weakref.ref | None = None
         self._owner: torch.nn.Module | None = None  # see trained_module(); kept, as the models are
@@ -967,6 +974,19 @@ class Agent:
                     self.facts.detached_return = (".".join(parts[:depth]), found[0])
                     return
 
+    def _tag_held_graphs(self) -> None:
+        """Tag the graphs the script's objects hold now (``holders.tag_held``), at the first HELD_SEARCHES
+        sampled steps from step 2: the graphs check then sees one that the script extends step after step
+        without a loss in it (an EMA updated with autograd on)."""
+        if self._held_searches >= HELD_SEARCHES or self.step < 2 or self.probes.replaying:
+            return
+        self._held_searches += 1
+        step = self.step
+        try:
+            holders.tag_held(self.user_frames(), self.known_models(), step, lambda t: self.facts.tag_held(t, step))
+        except Exception as exc:  # evidence only: it must not disturb the run
+            self.event("error", f"the search for held graphs failed: {type(exc).__name__}: {exc}")
+
     def _find_leak_holders(self, any_graph: bool, frames: list[Any] | None = None) -> list[str]:
         """Memory is kept across steps: name what holds it now, while the loop's frames exist. Graphs of
         earlier steps first; with ``any_graph`` (graphs are known to pile up), graphs of this step held
@@ -1247,6 +1267,7 @@ class Agent:
             started = time.perf_counter()
             self._check_weights_move(skipped)
             self._check_idle_optimizers()
+            self._tag_held_graphs()
             self._report_findings()
             checks_took = time.perf_counter() - started
         self.checks.step_took(self.step, record.step_seconds, checks_took)

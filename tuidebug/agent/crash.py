@@ -17,7 +17,7 @@ import re
 import resource
 import sys
 from dataclasses import dataclass, field
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import Any
 
 import psutil
@@ -123,10 +123,11 @@ def module_text(module: torch.nn.Module) -> str:
 def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss: FailedLoss | None,
             model_batch: int | None, one_hot: dict[str, set[int]],
             model_call: tuple[torch.nn.Module, tuple[tuple, dict]] | None = None,
-            loader: LoaderShape | None = None) -> Crash:
+            loader: LoaderShape | None = None, evaluated_after: int | None = None) -> Crash:
     """The crash's classification and evidence, from the exception and what the hooks recorded
     (``model_call``: the model and the inputs of its last call; ``loader``: the DataLoader that gave
-    the failing batch)."""
+    the failing batch; ``evaluated_after``: the training steps run, when the model was in eval mode at
+    the exception and the shape error came from a line of the user's)."""
     crash = Crash(kind="other", cause="exception", exception=f"{type(exc).__name__}: {exc}".strip()[:600],
                   batch_size=model_batch)
     tb = exc.__traceback__
@@ -163,6 +164,9 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
                               "leads from it to any parameter")
     elif _index_past_size(crash, exc, loader):
         pass
+    elif isinstance(exc, (RuntimeError, ValueError, IndexError)) and SHAPE_MESSAGE.search(str(exc)) and \
+            evaluated_after is not None and _raised_on_user_line(tb):
+        _evaluation_shape_error(crash, str(exc), evaluated_after)
     elif isinstance(exc, (RuntimeError, ValueError, IndexError)) and SHAPE_MESSAGE.search(str(exc)):
         crash.kind, crash.cause = "shape", "shape_mismatch"
         reshape = _folded_reshape(str(exc), model_batch) or _reshape_finding(str(exc))
@@ -185,6 +189,28 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
         crash.fix = ("give the value another way (a command-line argument or an environment variable), or run it "
                      "under `tuidebug --headless`, which leaves stdin to the script")
     return crash
+
+
+def _raised_on_user_line(tb: TracebackType | None) -> bool:
+    """The exception came from a torch op on a line of the user's own code (its innermost frame is theirs),
+    not from inside a library (a DataLoader's collate stacking images of different sizes)."""
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return is_user_file(tb.tb_frame.f_code.co_filename)
+
+
+def _evaluation_shape_error(crash: Crash, message: str, steps: int) -> None:
+    """A shape error outside the model's forward and the loss, raised with the model in eval mode after
+    training steps ran: the evaluation's own code (a metric's reshape, a report) failed, not the shapes
+    the training step feeds through the model and the loss (the protocol's shape checks). It stays a
+    crash of that line; the reshape's reading is evidence."""
+    reshape = _reshape_finding(message)
+    crash.findings.append(f"raised in the evaluation (the model in eval mode) after {steps} training steps, outside "
+                          "the model's forward and the loss: the training ran, the evaluation's own code failed")
+    crash.findings.append(reshape[0] if reshape else "a shape error raised by torch; the operands on the failing line "
+                          "are listed")
 
 
 def _read_empty_stdin(exc: BaseException, site: Site | None) -> bool:

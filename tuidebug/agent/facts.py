@@ -998,6 +998,16 @@ class Facts:
         else:
             self.layer_tags.append(weakref.ref(tag))
 
+    def tag_held(self, tensor: torch.Tensor, step: int) -> None:
+        """A tensor with a graph that the script's objects hold at the end of ``step``: its graph's root is
+        tagged, unless it carries a tag already (a loss or a model output keeps its own step)."""
+        try:
+            tagged = "tuidebug" in tensor.grad_fn.metadata
+        except (AttributeError, RuntimeError):
+            return
+        if not tagged:
+            self.tag_graph(tensor, step, "held tensor")
+
     def old_graphs_alive(self, step: int) -> list[GraphTag]:
         """Tags of graphs from steps before ``step - GRAPH_AGE`` that something still holds."""
         return [tag for ref in (*self.tags, *self.layer_tags)

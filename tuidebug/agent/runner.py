@@ -221,8 +221,11 @@ def _report(agent: Agent, exc: BaseException) -> None:
     summary = f"{type(exc).__name__}: {exc}"
     try:
         model, inputs = agent.observed.model, agent.observed.model_inputs
+        evaluating = agent.step > 0 and agent.model is not None and not agent.model.training and \
+            agent.failed_module is None and agent.failed_loss is None
         crash = analyse(exc, agent.failed_module, agent.failed_loss, agent.observed.input_size, agent.facts.one_hot,
-                        (model, inputs) if model is not None and inputs is not None else None, agent.feeding_loader())
+                        (model, inputs) if model is not None and inputs is not None else None, agent.feeding_loader(),
+                        evaluated_after=agent.step if evaluating else None)
     except Exception as error:  # the analysis must never hide the script's own exception
         crash = None
         agent.event("error", f"could not analyse the exception: {type(error).__name__}: {error}")

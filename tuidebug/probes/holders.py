@@ -20,7 +20,7 @@ import types
 import warnings
 from dataclasses import dataclass, field
 from types import FrameType, ModuleType
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -66,11 +66,12 @@ class Holding:
 
 
 class _Search:
-    def __init__(self, step: int) -> None:
+    def __init__(self, step: int, tag: Callable[[torch.Tensor], None] | None = None) -> None:
         self.before = step - GRAPH_AGE
         self.memo: dict[int, int | None] = {}
         self.seen: set[int] = set()
         self.arrays = 0  # numpy arrays counted so far: a holding of arrays only is named so
+        self.tag = tag  # given each tensor with a graph that is found
 
     def graph_step(self, tensor: torch.Tensor) -> int | None:
         """The oldest tag older than ``before`` that the tensor's graph reaches."""
@@ -107,6 +108,17 @@ def find(frames: list[FrameType], models: list[torch.nn.Module], step: int, any_
                 found.append(holding)
     found.sort(key=lambda h: (h.oldest is None, h.oldest or 0, -h.tensors, -h.bytes))
     return list({h.name: h for h in found}.values())
+
+
+def tag_held(frames: list[FrameType], models: list[torch.nn.Module], step: int,
+             tag: Callable[[torch.Tensor], None]) -> None:
+    """Hand ``tag`` every tensor with an autograd graph that the search reaches. Tagged, a graph that
+    only the script's own objects extend (an EMA's shadow weights updated outside torch.no_grad(), built
+    from the parameters and never from a loss or a model output) shows up as an earlier step's graph
+    still alive, as a kept loss does."""
+    search = _Search(step, tag)
+    for name, value, path, owner in _roots(frames, models):
+        _visit(search, name, value, path, owner, 0)
 
 
 @dataclass
@@ -332,6 +344,8 @@ def _visit(search: _Search, name: str, value: Any, path: str | None, owner: str,
 def _count(search: _Search, value: Any, depth: int) -> tuple[int, int, int | None, int]:
     """(tensors, bytes, the oldest earlier step whose graph they keep, how many keep a graph) in ``value``."""
     if isinstance(value, torch.Tensor):
+        if search.tag is not None and value.grad_fn is not None:
+            search.tag(value)
         oldest = search.graph_step(value) if value.grad_fn is not None else None
         return 1, value.numel() * value.element_size(), oldest, int(value.grad_fn is not None)
     if _is_array(value):  # a numpy copy made each step (outputs kept for an epoch-end metric) grows as a tensor does

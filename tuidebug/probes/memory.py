@@ -741,6 +741,11 @@ def _leak_fix(holder: holders.Holding) -> str:
                 "torch.no_grad(): a running statistic needs its value, not its history")
     if holder.kind == "Tensor":
         return f"accumulate a number, not the graph{line}: {holder.name} += loss.item() (or loss.detach())"
+    stored = re.search(r"`([^`=]+\]) = ([^`]+)`", holder.line or "")
+    if stored:  # an item assignment: each step stores a new value computed with autograd on from the last
+        return (f"store the value, not its graph{line}: `{stored.group(1)} = {stored.group(2)}.detach()`, or compute it "
+                "under torch.no_grad() (a decorator on its function): a running value (an EMA, a statistic) needs "
+                "its value, not the history of every step")
     if holder.line and not any(f".{feed}(" in holder.line for feed in holders.FEEDS):  # assigned, not appended to
         return (f"store it detached{line}: what `{holder.name}` keeps is carried to the next step with its graph "
                 f"(a recurrent state: `{holder.name} = tuple(t.detach() for t in ...)`, or h.detach() at each "
