@@ -1708,32 +1708,39 @@ def test_a_resident_rise_that_the_allocator_hands_back_is_not_memory_growth():
     assert held.kept_memory_growth() == held.memory_growth() is not None
 
 
-def test_a_graph_the_script_extends_at_every_step_outside_any_loss_is_kept_and_a_replaced_one_is_not():
+@pytest.mark.parametrize("kept", ["carried", "replaced", "buffered"])
+def test_a_graph_the_script_extends_at_every_step_outside_any_loss_is_kept_and_a_replaced_or_buffered_one_is_not(kept):
     """An EMA updated with autograd on (its shadow built from the weights and its own last value, never from a
-    loss): the held graphs tagged at steps 2-5 all stay alive, so the graphs check finds them at step 25 and the
-    search names the holder. A tensor made anew from the weights each step (its old graph freed) is not kept."""
+    loss): the held graphs tagged at steps 2-5 chain, so the graphs check finds them at step 25 and the search
+    names the holder. A tensor made anew from the weights each step (its old graph freed) is not kept, nor are
+    the tensors of a buffer of samples that keeps each one itself (an EBM's replay buffer), not a chain."""
     weight = nn.Parameter(torch.randn(4, 4))
 
     class EMA:
         def __init__(self) -> None:
             self.shadow = {"weight": weight.detach().clone()}
+            self.buffer: list[torch.Tensor] = []
 
-    def run(carried: bool) -> tuple[Facts, Any, list]:
+    def run() -> tuple[Facts, Any, list]:
         facts, ema = Facts(), EMA()
         frames = [sys._getframe()]
         for step in range(1, 26):
             with torch.no_grad():
                 weight.add_(0.01)
-            previous = ema.shadow["weight"] if carried else weight.detach()
-            ema.shadow["weight"] = 0.1 * weight + 0.9 * previous
+            previous = ema.shadow["weight"] if kept == "carried" else weight.detach()
+            if kept == "buffered":
+                ema.buffer = [(2 * weight)[:2]] + ema.buffer[:63]
+            else:
+                ema.shadow["weight"] = 0.1 * weight + 0.9 * previous
             if 2 <= step <= 5:
                 holders.tag_held(frames, [], step, lambda t, step=step: facts.tag_held(t, step))
             if step in (5, 25):
                 found = facts._graphs(step)
         return facts, found, holders.find(frames, [], 26)
 
-    _, kept, holding = run(carried=True)
-    assert kept is not None and "4 earlier steps (from step 2 on: held tensor)" in kept[0]
-    assert any(h.name == "ema.shadow" and h.oldest == 2 for h in holding)
-    _, replaced, _ = run(carried=False)
-    assert replaced is None
+    _, found, holding = run()
+    if kept == "carried":
+        assert found is not None and "4 earlier steps (from step 2 on: held tensor)" in found[0]
+        assert any(h.name == "ema.shadow" and h.oldest == 2 for h in holding)
+    else:
+        assert found is None

@@ -27,6 +27,7 @@ from tuidebug.agent.host_reads import HostReads
 from tuidebug.agent.memory import process_memory, release_free_heap
 from tuidebug.agent.resets import OptimizerResets
 from tuidebug.probe_api import optimizer_params
+from tuidebug.probes.holders import SEARCH_NODES, graph_nodes
 from tuidebug.probes.shape import reordered
 from tuidebug.sites import Site, frame_locals, is_user_file, user_site
 
@@ -129,6 +130,7 @@ CONTAINER_TENSORS = 4
 TAGGED_STEPS = 400
 TAGGED_LAYERS = 4000  # layer outputs are tagged on sampled steps only
 GRAPH_AGE = 2
+HELD = "held tensor"  # the tag of a graph the script's objects hold (``tag_held``), not a loss or model output
 MEMORY_SAMPLES = 2048
 # A model call on LARGE_CALL times the input elements of its usual call (the median of the last calls,
 # once USUAL_CALLS were seen) without a batch that much larger is kept: when the run runs out of memory
@@ -485,6 +487,7 @@ class Facts:
     input_paths: Any = None  # where the model's arguments come from in the batch (``core.input_paths``)
     trainable: int = 0
     epoch_length: int | None = None  # batches per epoch of the DataLoader that feeds the loop
+    held_chained: bool = False  # a held tensor's graph reached the root of one held at an earlier step
     leak_holders: list = field(default_factory=list)  # ``holders.Holding`` found while the run was live
     leak_step: int | None = None
     leak_spread: Any = None  # ``holders.Spread`` from a census while the run was live, when no holder was found
@@ -856,7 +859,9 @@ class Facts:
                 f"{self.optimizer_sites[0][1]} never updates the model")
 
     def _graphs(self, step: int) -> tuple[str, list[str]] | None:
-        old = self.old_graphs_alive(step)
+        # Held tensors' tags count once a chain was seen: a buffer of samples kept for many steps (a replay
+        # buffer, a queue of negatives) holds its old tensors themselves, not graphs that new ones extend.
+        old = [tag for tag in self.old_graphs_alive(step) if tag.what != HELD or self.held_chained]
         steps = sorted({tag.step for tag in old})
         before, self.old_graph_steps = self.old_graph_steps, steps
         accumulating = bool(before) and before[0] in steps and steps[-1] > before[-1]
@@ -1000,13 +1005,22 @@ class Facts:
 
     def tag_held(self, tensor: torch.Tensor, step: int) -> None:
         """A tensor with a graph that the script's objects hold at the end of ``step``: its graph's root is
-        tagged, unless it carries a tag already (a loss or a model output keeps its own step)."""
+        tagged, unless it carries a tag already (a loss or a model output keeps its own step, a tensor held
+        since an earlier search its own). A new root whose graph reaches the root of a tensor held at an
+        earlier search is a chain: the script builds each step's value from the last one's graph."""
+        node = tensor.grad_fn
         try:
-            tagged = "tuidebug" in tensor.grad_fn.metadata
+            tagged = "tuidebug" in node.metadata
         except (AttributeError, RuntimeError):
             return
-        if not tagged:
-            self.tag_graph(tensor, step, "held tensor")
+        if tagged:
+            return
+        for earlier in graph_nodes([next_node for next_node, _ in node.next_functions], SEARCH_NODES):
+            tag = earlier.metadata.get("tuidebug") if hasattr(earlier, "metadata") else None
+            if isinstance(tag, GraphTag) and tag.what == HELD and tag.step < step:
+                self.held_chained = True
+                break
+        self.tag_graph(tensor, step, HELD)
 
     def old_graphs_alive(self, step: int) -> list[GraphTag]:
         """Tags of graphs from steps before ``step - GRAPH_AGE`` that something still holds."""
