@@ -1705,6 +1705,16 @@ def test_a_resident_rise_that_the_allocator_hands_back_is_not_memory_growth():
 
     assert kept_by_allocator.memory_growth() is not None and kept_by_allocator.kept_memory_growth() is None
     assert len(kept_by_allocator.memory) == 1
+    # The heap fills again after the trim: a rise back up to the highest reading before it is no growth and
+    # is not trimmed again; a rise past it is tried again (and trimmed away again, since these are synthetic).
+    top = rss + 2**30 + 59 * 2**21
+    assert kept_by_allocator.heap_refill == top
+    for step in range(60, 120):
+        kept_by_allocator.record_memory(step, top - (119 - step) * 2**21, None)
+    assert kept_by_allocator.memory_growth() is not None and kept_by_allocator.kept_memory_growth() is None
+    assert len(kept_by_allocator.memory) == 61
+    kept_by_allocator.record_memory(120, top + 2**30, None)
+    assert kept_by_allocator.kept_memory_growth() is None and kept_by_allocator.heap_refill == top + 2**30
     assert held.kept_memory_growth() == held.memory_growth() is not None
 
 

@@ -89,9 +89,11 @@ def _other_fixes(walk: Walk, chosen: str) -> list[str]:
                      "names the cause")
     elif isinstance(mine, (int, float)):
         lowest = min([mine] + [r.data["fixed_loss"] for _, r in others])
-        lines.append(f"ranked by the loss each trial ended at: {chosen}'s ended lowest, at {mine:.4g}" if mine <= lowest
-                     else f"ranked by the loss each trial ended at: {chosen}'s, at {mine:.4g}, is within "
-                     f"{TRIAL_TIE:.0%} of the lowest ({lowest:.4g}), a tie, and comes first in the check order")
+        if mine <= lowest:
+            lines.append(f"ranked by the loss each trial ended at: {chosen}'s ended lowest, at {mine:.4g}")
+        elif mine <= lowest * (1 + TRIAL_TIE):
+            lines.append(f"ranked by the loss each trial ended at: {chosen}'s, at {mine:.4g}, is within {TRIAL_TIE:.0%} "
+                         f"of the lowest ({lowest:.4g}), a tie, and comes first in the check order")
     return lines
 
 

@@ -487,6 +487,7 @@ class Facts:
     input_paths: Any = None  # where the model's arguments come from in the batch (``core.input_paths``)
     trainable: int = 0
     epoch_length: int | None = None  # batches per epoch of the DataLoader that feeds the loop
+    heap_refill: int = 0  # resident memory before the C heap was trimmed: a rise back up to it is no growth
     held_chained: bool = False  # a held tensor's graph reached the root of one held at an earlier step
     leak_holders: list = field(default_factory=list)  # ``holders.Holding`` found while the run was live
     leak_step: int | None = None
@@ -957,16 +958,21 @@ class Facts:
         """``memory_growth``, tried once more for a rise in resident memory: the C heap's free pages are
         handed back to the system, and when resident memory then falls below the lowest reading of the
         rise, the rise was memory the allocator kept for reuse (fragmentation under create_graph, a
-        loaded machine), not memory the script holds. The readings then restart from that point, so a
-        rise that goes on is seen again a few steps later."""
+        loaded machine), not memory the script holds. The readings then restart from that point; as the
+        heap fills again to where it was, they rise, so a rise counts again only once it passes the
+        highest reading before the trim (``heap_refill``): a rise that goes on is seen a few steps later."""
         growth = self.memory_growth()
-        if growth is None or self.memory[-1][2] is not None or not release_free_heap():
+        if growth is None or self.memory[-1][2] is not None:
+            return growth
+        if self.memory[-1][1] <= self.heap_refill:
+            return None  # the heap the trim emptied fills again up to where it was: no growth until it passes that
+        if not release_free_heap():
             return growth
         trimmed, _ = process_memory()
-        lowest = min(rss for _, rss, _ in itertools.islice(self.memory, len(self.memory) // 2, None) if rss is not None)
-        if trimmed >= lowest:
+        rise = [rss for _, rss, _ in itertools.islice(self.memory, len(self.memory) // 2, None) if rss is not None]
+        if trimmed >= min(rise):
             return growth
-        step = self.memory[-1][0]
+        step, self.heap_refill = self.memory[-1][0], max(rise)
         self.memory.clear()
         self.memory.append((step, trimmed, None))
         return None
