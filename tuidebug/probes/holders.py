@@ -115,9 +115,10 @@ def tag_held(frames: list[FrameType], models: list[torch.nn.Module], step: int,
     """Hand ``tag`` every tensor with an autograd graph that the search reaches. Tagged, a graph that
     only the script's own objects extend (an EMA's shadow weights updated outside torch.no_grad(), built
     from the parameters and never from a loss or a model output) shows up as an earlier step's graph
-    still alive, as a kept loss does."""
+    still alive, as a kept loss does. It runs at a few early steps, so the models' owners are not looked
+    up (they are reached through the script's variables when it holds them)."""
     search = _Search(step, tag)
-    for name, value, path, owner in _roots(frames, models):
+    for name, value, path, owner in _roots(frames, models, owners=False):
         _visit(search, name, value, path, owner, 0)
 
 
@@ -258,7 +259,11 @@ def graph_nodes(roots: Any, limit: int) -> Iterator[Any]:
         todo.extend(next_node for next_node, _ in node.next_functions)
 
 
-def _roots(frames: list[FrameType], models: list[torch.nn.Module]) -> list[tuple[str, Any, str | None, str]]:
+def _roots(frames: list[FrameType], models: list[torch.nn.Module],
+           owners: bool = True) -> list[tuple[str, Any, str | None, str]]:
+    """What the search starts from: the frames' variables, the script's globals, the models' attributes
+    and, with ``owners``, those of the modules that hold them (found through gc referrers: a scan of every
+    live object, most of a search's time)."""
     roots: list[tuple[str, Any, str | None, str]] = []
     scopes: set[int] = set()
     for frame in frames:
@@ -270,7 +275,7 @@ def _roots(frames: list[FrameType], models: list[torch.nn.Module]) -> list[tuple
     if main is not None and id(vars(main)) not in scopes:
         roots += [(n, v, getattr(main, "__file__", None), "the script's globals") for n, v in list(vars(main).items())
                   if not n.startswith("__")]
-    for module in _models_and_owners(models):
+    for module in _models_and_owners(models) if owners else models:
         path = getattr(sys.modules.get(type(module).__module__), "__file__", None)
         roots += [(f"self.{n}", v, path, type(module).__name__) for n, v in vars(module).items() if not n.startswith("_")]
     for model in models:
@@ -338,7 +343,8 @@ def _visit(search: _Search, name: str, value: Any, path: str | None, owner: str,
         return []
     what = "arrays" if search.arrays - arrays_before == tensors else "tensors"
     kind = type(value).__name__ if isinstance(value, torch.Tensor) else f"{type(value).__name__} of {tensors} {what}"
-    return [Holding(name, kind, owner, tensors, size, oldest, _fed_at(name, path), graphs)]
+    line = _fed_at(name, path) if search.tag is None else None  # a tagging search names no holder: no source read
+    return [Holding(name, kind, owner, tensors, size, oldest, line, graphs)]
 
 
 def _count(search: _Search, value: Any, depth: int) -> tuple[int, int, int | None, int]:
