@@ -144,11 +144,12 @@ def observe(run: ChildRun, session: Session, options: DiagnoseOptions, deadline:
         now = time.monotonic()
         if session.step != last_step:
             # The wait for the first step (start-up included) stands for a step only until the gaps
-            # between two steps are seen.
+            # between two steps are seen; a first reading that already counts several steps (a fast
+            # loop) spreads it over them, or a hang right after them would wait 20 times the start-up.
             if last_step >= 1:
                 between = max(between, now - last_change)
             elif session.step >= 1:
-                first_gap = now - last_change
+                first_gap = (now - last_change) / session.step
             last_step, last_change = session.step, now
         elif session.step > 0 and now - last_change > _stall_after(session, between or first_gap):
             _report_stall(run, session, now - last_change)
