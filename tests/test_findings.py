@@ -792,6 +792,29 @@ def test_pairwise_terms_on_purpose_and_matching_shapes_are_not_taken_for_a_broad
     assert watch.pairing is None
 
 
+def margin_loss(positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
+    positive = positive.unsqueeze(dim=1)
+    return torch.relu(1.0 + negative - positive).mean()
+
+
+def test_a_margin_loss_whose_positives_got_one_dim_too_many_is_a_broadcast_loss_though_both_carry_the_graph() -> None:
+    """(N, 1) positive scores unsqueezed to (N, 1, 1) against (N, K) negative ones: (N, N, K), every example against
+    every other's negatives; a pairwise term on purpose lines real sizes up and is left alone."""
+    scores = nn.Linear(3, 5)(torch.randn(8, 3))
+    with SilentShapes(8) as watch:
+        margin_loss(scores[:, :1], scores[:, 1:]).backward(retain_graph=True)
+    with SilentShapes(8) as distances:
+        (scores[:, None] - scores).pow(2).sum(-1).mean().backward()
+
+    found = watch.pairing
+    assert found is not None and found.both_predicted and found.result == (8, 8, 4)
+    assert (found.prediction, found.target) == ((8, 4), (8, 1, 1))
+    outcome = _pairwise(found)
+    assert "every example against every other" in outcome.summary
+    assert outcome.fix.startswith("drop the reshape at test_findings.py:") and "positive.unsqueeze(dim=1)" in outcome.fix
+    assert distances.pairing is None
+
+
 def test_a_hand_written_loss_that_broadcasts_is_a_finding_of_the_watched_iteration(start_run) -> None:
     found = next(f for f in findings_of(start_run, "hand_loss_pairs.py") if f.startswith("loss_broadcast:"))
     assert "hand_loss_pairs.py:13 `loss = ((pred - y) ** 2).mean()`" in found
@@ -1754,3 +1777,23 @@ def test_a_graph_the_script_extends_at_every_step_outside_any_loss_is_kept_and_a
         assert any(h.name == "ema.shadow" and h.oldest == 2 for h in holding)
     else:
         assert found is None
+
+
+def test_a_reentrant_checkpoint_after_a_frozen_stem_is_named_as_the_cut(start_run) -> None:
+    """torch warns from its own frame that no input of the checkpoint requires grad; the user's line is taken from
+    the stack, and the blocks inside that never get a gradient are named with it."""
+    result = check_at(start_run, "checkpoint_frozen_stem.py", "learning.graph", 20)
+
+    assert result.status == "fail", (result.summary, result.evidence)
+    assert result.summary.startswith("no gradient reaches blocks.0.bias, blocks.0.weight")
+    assert "the checkpoint at checkpoint_frozen_stem.py:19 is reentrant" in result.summary
+    assert "use_reentrant=False" in result.fix and result.data["cause"] == "no_gradient_to_weights"
+
+
+def test_a_parameter_converted_after_it_was_wrapped_is_named_as_outside_the_optimizer(start_run) -> None:
+    result = check_at(start_run, "parameter_copied_by_to.py", "learning.optimizer", 20)
+
+    assert result.status == "fail", (result.summary, result.evidence)
+    assert result.summary.startswith("`weight` is a copy of a Parameter, not the Parameter")
+    assert "at parameter_copied_by_to.py:11" in result.fix and result.data["cause"] == "parameters_not_in_optimizer"
+    assert any("a float64 copy of shape (8, 1) of a float32 Parameter, in Dense" in line for line in result.evidence)

@@ -273,3 +273,30 @@ def test_the_float32_trial_trains_float32_weights_and_gives_the_run_back_its_flo
     assert {s.dtype for state in optimizer.state.values() for key, s in state.items() if key != "step"} == \
         {torch.float16}
     assert all(torch.equal(values[k], v) and values[k].dtype == v.dtype for k, v in model.state_dict().items())
+
+
+def test_a_logdet_of_a_matrix_with_a_negative_determinant_is_named_with_the_parameter_and_made_safe():
+    """torch.logdet is NaN where the determinant is negative (a QR init without its sign flip): the op, its line,
+    the parameter by its attribute name and the determinant's sign; log |det| keeps the replay finite."""
+    result = run_checks("logdet_negative_determinant.py", folder=SCRIPTS, checks=("nan.unsafe_math",))["nan.unsafe_math"]
+
+    assert result.status == "fail", (result.summary, result.evidence)
+    assert "torch.logdet at logdet_negative_determinant.py:17" in result.summary
+    assert any("`self.weight` with a negative determinant at 1 of 1 matrices" in line for line in result.evidence), \
+        result.evidence
+    assert "torch.linalg.slogdet" in result.fix and result.data["confirmed"]
+
+
+def test_a_float16_overflow_in_an_unpacked_loss_is_proven_on_the_failing_values_when_the_loop_runs_out():
+    """`loss, acc = proto_loss(...)` in a loop without a DataLoader with one iteration left: the replay runs out
+    of the script's loop, and the failing statement, run again on its own values, shows the float16 op that
+    passed 65504 and a finite loss with its operands in float32."""
+    result = run_checks("fp16_distance_unpacked_loss.py", folder=SCRIPTS, checks=("nan.precision",))["nan.precision"]
+
+    assert result.status == "fail", (result.summary, result.evidence)
+    assert "fp16_distance_unpacked_loss.py:12 goes past 65504" in result.summary
+    assert any("(`loss, acc = proto_loss(encoder, x, labels)` at fp16_distance_unpacked_loss.py:24): not finite"
+               in line for line in result.evidence), result.evidence
+    assert any(line.startswith("... the same statement with every float16 operand in float32: ") for line in
+               result.evidence)
+    assert result.data["confirmed"] is True

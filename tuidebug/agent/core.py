@@ -1287,7 +1287,9 @@ class Agent:
         if model is None or self.manual_updates or skipped or self._skips_reported or self.facts.weights_still:
             return
         params = [p for p in model.parameters() if p.requires_grad]
-        if not params:
+        # float16 / bfloat16 weights round an update below half their spacing away: still weights say nothing
+        # of which tensors the optimizer holds
+        if not params or any(p.dtype in (torch.float16, torch.bfloat16) for p in params):
             return
         with torch.no_grad():
             now = torch.stack(torch._foreach_norm(params))

@@ -148,6 +148,10 @@ NUMERIC_WARNING = "encountered in"
 # such tensors made into one): the copy has no graph. On a line that builds a tensor that way, it is a cut
 # in the graph; float(loss) for a log warns too, and is no cut.
 GRAPH_CUT_WARNINGS = ("To copy construct from a tensor", "Converting a tensor with requires_grad=True to a scalar")
+# torch.utils.checkpoint in its reentrant form warns when none of its inputs requires grad (a frozen stem
+# before LoRA blocks): its outputs then carry no graph to the weights inside it. torch attributes the warning
+# to its own frame, so the user's line is taken from the stack.
+CHECKPOINT_WARNING = "None of the inputs have requires_grad=True"
 REBUILDS = re.compile(r"\b(torch\.(tensor|Tensor|FloatTensor|as_tensor|DoubleTensor)|np\.(array|asarray))\(")
 
 
@@ -505,6 +509,8 @@ class Facts:
     loaders: dict[int, LoaderSeen] = field(default_factory=dict)  # id(DataLoader) -> what was seen of it
     numeric_warnings: list[tuple[Site, str]] = field(default_factory=list)  # numpy's, at the user's lines
     graph_cuts: list[tuple[Site, str]] = field(default_factory=list)  # torch's, where a tensor is rebuilt
+    checkpoint_cuts: list[tuple[Site, str]] = field(default_factory=list)  # a reentrant checkpoint given no grad
+    copied_parameters: list[tuple[str, str]] = field(default_factory=list)  # see ``copied_parameters``
     detached_return: tuple[str, Site] | None = None  # (module, line) whose forward returns .data / .detach()
     reported: set[str] = field(default_factory=set)
     reads: HostReads = field(default_factory=HostReads)  # the values the checks below wait for, read once a step
@@ -1048,6 +1054,7 @@ class Facts:
         self.optimizer_foreign = len(held - model_ids)
         self.frozen = [n for n, p in named.items() if not p.requires_grad]
         self.unregistered = unregistered_modules(model)
+        self.copied_parameters = copied_parameters(model, held | model_ids)
         self.has_mode_layers = any(isinstance(m, MODE_LAYERS)
                                    for m in model.modules())
 
@@ -1082,6 +1089,12 @@ class Facts:
     def note_warning(self, category: type, message: str, filename: str, lineno: int) -> None:
         """Warnings at a user's line that are evidence: numpy's floating-point RuntimeWarning ("divide by zero
         encountered in divide"), and torch's when a tensor is rebuilt from tensors that require grad."""
+        if issubclass(category, UserWarning) and message.startswith(CHECKPOINT_WARNING):
+            site = user_site()
+            if site is not None and not self.checkpoint_cuts:
+                self.checkpoint_cuts.append((site, message))
+                self.source_files.add(site.path)
+            return
         if not is_user_file(filename):
             return
         site = Site(filename, lineno, "")
@@ -1218,6 +1231,39 @@ def unregistered_modules(model: torch.nn.Module) -> list[str]:
                 found.append(f"{owner}{attr} ({type(value).__name__} of {len(modules)} {'/'.join(kinds)} "
                              f"in {type(module).__name__})")
     return found
+
+
+def copied_parameters(model: torch.nn.Module, known: set[int], nodes: int = 32) -> list[tuple[str, str]]:
+    """Plain tensor attributes of the model's modules computed from a leaf that requires grad and that no module
+    and no optimizer holds (``known``: their ids): ``self.w = nn.Parameter(t).to(dtype)`` keeps the copy, and the
+    Parameter itself is registered nowhere. (attribute path, what it is), e.g. ``("linear.weight", "a float64
+    copy of shape (13, 1) of a Parameter ... in Linear")``."""
+    found = []
+    for path, module in model.named_modules():
+        for attr, value in vars(module).items():
+            if attr.startswith("_") or not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter) \
+                    or value.grad_fn is None:
+                continue
+            leaf = _leaf_behind(value.grad_fn, nodes)
+            if leaf is not None and id(leaf) not in known:
+                owner = f"{path}." if path else ""
+                kind = "Parameter" if isinstance(leaf, torch.nn.Parameter) else "leaf tensor that requires grad"
+                found.append((f"{owner}{attr}", f"a {_dtype(value)} copy of shape {tuple(value.shape)} of a "
+                              f"{_dtype(leaf)} {kind}, in {type(module).__name__}"))
+    return found
+
+
+def _leaf_behind(node: Any, nodes: int) -> torch.Tensor | None:
+    """The first leaf tensor that requires grad reached from ``node`` back through its graph (a few nodes)."""
+    queue, seen = [node], 0
+    while queue and seen < nodes:
+        current = queue.pop(0)
+        seen += 1
+        variable = getattr(current, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            return variable
+        queue += [child for child, _ in getattr(current, "next_functions", ()) if child is not None]
+    return None
 
 
 def _modules_in(value: Any, depth: int = 0) -> list[torch.nn.Module]:

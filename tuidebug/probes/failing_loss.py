@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from tuidebug.probe_api import HeldFrame, ProbeContext
-from tuidebug.probes.source import assignment_before, holds
+from tuidebug.probes.source import holds, unpacked_assignment_before
 from tuidebug.sites import Site, is_user_file
 
 # Calls that would move the run on (an iterator, a step, a backward) or reach outside it: a statement
@@ -44,12 +44,15 @@ class FailingLoss:
     site: Site
     expression: ast.expr
     frame: HeldFrame
+    position: int | None = None  # ``loss, logits = ...``: where the loss is in the value unpacked
 
     def compute(self, mode: AbstractContextManager | None = None) -> Any:
-        """The statement's value on the held values, under ``mode`` (an op watch, a safe op)."""
+        """The statement's value (the loss's part of it, when unpacked) on the held values, under ``mode``
+        (an op watch, a safe op)."""
         code = compile(ast.Expression(body=self.expression), self.site.path, "eval")
         with torch.enable_grad(), mode or nullcontext():
-            return eval(code, dict(self.frame.globals), dict(self.frame.locals))  # noqa: S307 - vetted by _unsafe
+            value = eval(code, dict(self.frame.globals), dict(self.frame.locals))  # noqa: S307 - vetted by _unsafe
+        return value if self.position is None else value[self.position]
 
 
 def failing_loss(ctx: ProbeContext) -> tuple[FailingLoss | None, str]:
@@ -59,15 +62,16 @@ def failing_loss(ctx: ProbeContext) -> tuple[FailingLoss | None, str]:
     if failure is None or frame is None:
         return None, "the loss was finite when backward began"
     for name in (name for name, value in frame.locals.items() if holds(value, failure.loss)):
-        found = assignment_before(frame.path, name, frame.line)
+        found = unpacked_assignment_before(frame.path, name, frame.line)
         if found is None:
             continue
-        site, expression = found
+        site, expression, position = found
         why = _unsafe(expression, frame)
         if why:
             return None, f"`{site.text}` at {site.short} is not run again: {why}"
-        return FailingLoss(Site(site.path, site.line, frame.function), expression, frame), ""
-    return None, f"no variable of {frame.function} at {os.path.basename(frame.path)}:{frame.line} holds the loss"
+        return FailingLoss(Site(site.path, site.line, frame.function), expression, frame, position), ""
+    return None, (f"no assignment in {frame.function} at {os.path.basename(frame.path)} before line {frame.line} sets "
+                  "a variable that holds the loss")
 
 
 def _unsafe(expression: ast.expr, frame: HeldFrame) -> str:

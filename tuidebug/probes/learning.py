@@ -274,6 +274,8 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
         return _detached_return(facts.detached_return, missing, evidence)
     elif facts.graph_cuts and missing:
         return _rebuilt_tensor(facts.graph_cuts[0], missing, evidence)
+    elif facts.checkpoint_cuts and missing:
+        return _checkpoint_without_grad(facts.checkpoint_cuts[0], missing, evidence)
     elif facts.wiped_grads:
         return ProbeOutcome(PASS, "backward reaches the weights, but a zero_grad() wipes the gradients before the step "
                             "(see the step check)", evidence)
@@ -454,6 +456,8 @@ def optimizer(ctx: ProbeContext) -> ProbeOutcome:
             FAIL, f"layers kept in a plain Python container are never trained: {facts.unregistered[0]}", evidence,
             f"register them: self.{attr.rsplit('.', 1)[-1]} = nn.ModuleList([...]) (nn.ModuleDict for a dict), so that "
             "model.parameters() and the optimizer include them", data={"cause": "parameters_not_in_optimizer"})
+    if facts.copied_parameters:
+        return _copied_parameter(model, *facts.copied_parameters[0], evidence)
     part = facts.part_outside([step.loss for step in ctx.history]) if "part_not_in_optimizer" in facts.reported else None
     if part is not None:
         made = facts.optimizer_sites[0][1].split(" ", 1)[0] if facts.optimizer_sites else "where it is built"
@@ -530,6 +534,23 @@ def _weights_unchanged(ctx: ProbeContext, model: Any, evidence: list[str]) -> Pr
                         "copy that steps copies)", data={"cause": "parameters_not_in_optimizer"})
 
 
+def _copied_parameter(model: torch.nn.Module, attr: str, what: str, evidence: list[str]) -> ProbeOutcome:
+    """A module keeps a copy of a Parameter (``nn.Parameter(t).to(dtype)``, ``.cuda()``, ``.double()``) as a plain
+    attribute: the copy is used in forward and passes its gradient to the Parameter, which no module registers
+    and no optimizer holds."""
+    sites = _attribute_sites(model, attr)
+    name = attr.rsplit(".", 1)[-1]
+    evidence.append(f"`{attr}` is {what}: the Parameter behind it is in no module and no optimizer")
+    evidence += [f"`self.{name}` is assigned at {site}" for site in sites]
+    where = f" at {sites[0].short}" if sites else ""
+    return ProbeOutcome(
+        FAIL, f"`{attr}` is a copy of a Parameter, not the Parameter: the optimizer never sees it and its values never "
+        "change", evidence,
+        f"convert inside the Parameter{where}: self.{name} = nn.Parameter(tensor.to(...)) (not nn.Parameter(tensor)"
+        ".to(...)), or move the whole model with model.to(...) after building it",
+        data={"cause": "parameters_not_in_optimizer"})
+
+
 def _attribute_sites(model: torch.nn.Module, attr: str) -> list[Site]:
     """Where the class of the module holding ``attr`` assigns it (``self.layers = [...]``)."""
     owner_path, _, name = attr.rpartition(".")
@@ -603,6 +624,19 @@ def _rebuilt_tensor(cut: tuple[Site, str], missing: list[str], evidence: list[st
                         f"at {site.short}, build {what} from the tensors themselves (torch.stack(...) or torch.cat(...)), "
                         "not torch.tensor(...): a copy has no graph back to the weights",
                         data={"cause": "no_gradient_to_weights"})
+
+
+def _checkpoint_without_grad(cut: tuple[Site, str], missing: list[str], evidence: list[str]) -> ProbeOutcome:
+    """Some parameters never get a gradient, and a reentrant ``checkpoint`` was given inputs none of which
+    requires grad (a frozen stem before trainable blocks): its output has no graph back to the weights inside."""
+    site, message = cut
+    evidence += [f"{', '.join(missing[:6])} got no gradient at the last checks, while the other parameters did",
+                 f"torch warned at {site}: {message}"]
+    return ProbeOutcome(
+        FAIL, f"no gradient reaches {', '.join(missing[:3])}: the checkpoint at {site.short} is reentrant and none of "
+        "its inputs requires grad, so the weights inside it get no gradient", evidence,
+        f"at {site.short} pass use_reentrant=False to checkpoint (or make its input require grad first: "
+        "x.requires_grad_())", data={"cause": "no_gradient_to_weights"})
 
 
 # --- backward and step ------------------------------------------------------------------------

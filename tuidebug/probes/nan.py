@@ -34,6 +34,7 @@ from tuidebug.batches import tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, optimizer_params, probe)
 from tuidebug.probes.holders import user_object
+from tuidebug.probes.failing_loss import failing_loss
 from tuidebug.probes.inputs import data_tensors
 from tuidebug.probes.source import (assignments, calls_named, in_files, keyword_values, rate_argument_sites,
                                     switched_off_clips)
@@ -539,15 +540,24 @@ class WeightsInFloat32:
 
 @probe("nan.precision")
 def precision(ctx: ProbeContext) -> ProbeOutcome:
+    # Taken before any replay moves the weights: where no replay can be run (a loop without a DataLoader lends
+    # its own iterations, and may run out), the failing step's own loss statement, on its own values, proves an
+    # overflow as well as a replayed step does.
     model = ctx.run.model
-    half_params = [n for n, p in model.named_parameters() if p.dtype == torch.float16] if model is not None else []
+    on_values = _overflow_on_values(ctx) if model is not None and any(
+        p.dtype == torch.float16 for p in model.parameters()) else None
     try:
-        trainer = ctx.trainer
-    except (NeedsLoop, NoPipeline):
-        outcome = _half_loss(ctx)
+        return _replayed_precision(ctx, ctx.trainer)
+    except (NeedsLoop, NoPipeline, LoopGone):
+        outcome = on_values or _half_loss(ctx)
         if outcome is None:
             raise
         return outcome
+
+
+def _replayed_precision(ctx: ProbeContext, trainer: Any) -> ProbeOutcome:
+    model = ctx.run.model
+    half_params = [n for n, p in model.named_parameters() if p.dtype == torch.float16] if model is not None else []
     watch = Overflow()
     trainer.reset(ctx.break_state)
     trainer.step(trainer.prepare(), Adjust(mode=lambda: watch))
@@ -611,6 +621,47 @@ def precision(ctx: ProbeContext) -> ProbeOutcome:
         FAIL, f"float16 overflow: {name} at {site.short} goes past {FLOAT16_MAX:g}", evidence,
         origin.fix if origin is not None else "keep the model in float32 (no model.half()) and train under "
         "torch.autocast(device_type, dtype=torch.float16) with a torch.amp.GradScaler, or use bfloat16", data=data)
+
+
+def _overflow_on_values(ctx: ProbeContext) -> ProbeOutcome | None:
+    """The failing step's loss statement run again on its own values (``failing_loss``): a float16 op that
+    overflowed from finite inputs, and the same statement with every float16 operand in float32 finite. None
+    when the statement cannot be run again or does not show both."""
+    loss, _ = failing_loss(ctx)
+    if loss is None:
+        return None
+    watch = Overflow()
+    try:
+        as_is = loss.compute(watch)
+        in_float32 = loss.compute(Float32())
+    except Exception:  # the user's statement, on values a replay never saw
+        return None
+    loss_as_is, value = _loss_tensor(as_is), _loss_tensor(in_float32)
+    if watch.first is None or loss_as_is is None or value is None or bool(torch.isfinite(loss_as_is).all()) \
+            or not bool(torch.isfinite(value).all()):
+        return None
+    name, site, detail, _ = watch.first
+    evidence = [f"the failing step's loss computed again on its own values (`{loss.site.text}` at {loss.site.short}): "
+                f"not finite, as in the run",
+                f"first float16 overflow: {name} at {site} ({detail}, float16 tops out at {FLOAT16_MAX:g})",
+                "... the same statement with every float16 operand in float32: "
+                + (f"{float(value):.6g}" if value.numel() == 1 else "finite")]
+    origin = _half_origin(ctx)
+    if origin is not None:
+        evidence.append(origin.evidence)
+    climbing = loss_diverging(history(ctx)[0])
+    evidence.append("the loss was climbing before the failure: the rate may drive the values there" if climbing
+                    else "the loss was not climbing before the failure: the op overflowed float16 at the run's own rate")
+    return ProbeOutcome(
+        FAIL, f"float16 overflow: {name} at {site.short} goes past {FLOAT16_MAX:g}", evidence,
+        origin.fix if origin is not None else "compute it in float32 (cast its inputs with .float()), or keep the model "
+        "in float32 and train under torch.autocast(device_type, dtype=torch.float16) with a torch.amp.GradScaler",
+        data={"confirmed": True, "fixed_loss": None, "definitive": not climbing})
+
+
+def _loss_tensor(value: Any) -> torch.Tensor | None:
+    """The loss in a statement's value: the value, or the first floating tensor of the tuple it returned."""
+    return next((t for t in op_tensors([value]) if t.is_floating_point()), None)
 
 
 def _overflowed_before(ctx: ProbeContext, entered: tuple[str, Site, torch.Tensor], evidence: list[str]) -> ProbeOutcome:

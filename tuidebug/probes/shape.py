@@ -278,8 +278,13 @@ class Pairing:
     prediction_left: bool  # the prediction is the op's left operand in the source
     made: tuple[str, Site] | None = None  # the squeeze (or view) that made the prediction (N,)
     result: tuple[int, ...] = ()  # the broadcast shape: N times the larger operand
+    both_predicted: bool = False  # both operands carry the graph (one of them ``over_padded``)
 
     def text(self) -> str:
+        if self.both_predicted:
+            return (f"{self.op} at {self.site} pairs {shape_text(self.prediction)} with {shape_text(self.target)}, both "
+                    f"computed by the model: they broadcast to {shape_text(self.result)}, every example against every "
+                    "other")
         return (f"{self.op} at {self.site} pairs a prediction {shape_text(self.prediction)} with a target "
                 f"{shape_text(self.target)}: they broadcast to {shape_text(self.result)}, every prediction against "
                 "every target")
@@ -349,6 +354,15 @@ def crossed(first: tuple[int, ...], second: tuple[int, ...], result: tuple[int, 
         math.prod(result) == rows * max(math.prod(first), math.prod(second))
 
 
+def over_padded(first: tuple[int, ...], second: tuple[int, ...]) -> bool:
+    """One operand has more dims than the other, which has two or more, and every dim it lines up against the
+    other's is 1: (N, 1, 1) against (N, K) is an (N, 1) given one unsqueeze too many. A pairwise term on purpose
+    lines real sizes up (``x[:, None] - x``: (N, 1, D) against (N, D)), pads both (``a[:, None] - b[None]``), or
+    is the (N, N) matrix of a score column against its row (``s - s.squeeze(-1)``: (N, 1) against (N,))."""
+    high, low = (first, second) if len(first) > len(second) else (second, first)
+    return len(high) > len(low) >= 2 and all(d == 1 for d in high[len(high) - len(low):])
+
+
 def _class_dim_split(before: tuple[int, ...], after: tuple[int, ...]) -> int | None:
     """``after`` is (rows, k) of a tensor laid out in order whose size-k dim is not its last, with more than
     one value after it: ``.reshape(-1, n_class)`` of (batch, n_class, frames). Each row then holds k
@@ -371,7 +385,8 @@ class SilentShapes(OpWatch):
     - an elementwise op between a prediction of shape (N,) and a target of shape (N, 1), or the other way
       round: the result is (N, N), every prediction against every target. The prediction is the operand
       that carries a graph, the target the one that does not: two operands that both carry one are a
-      pairwise term on purpose (a ranking loss, a distance matrix);
+      pairwise term on purpose (a ranking loss, a distance matrix), unless one is padded with dims of 1
+      against all of the other's (``over_padded``: a margin loss's (N, 1, 1) positives against (N, K) negatives);
     - a view (or reshape) of a tensor laid out in order whose batch is not its first dim, that makes the
       batch the first: ``h.view(batch, -1)`` of an RNN's (layers, batch, hidden) state puts the states of
       different samples in one row; a ``transpose`` first moves the data;
@@ -469,15 +484,21 @@ class SilentShapes(OpWatch):
                 self.relabel = Relabel(name, site, before, after, where)
 
     def _paired(self, name: str, first: torch.Tensor, second: torch.Tensor, result: torch.Tensor, site: Site) -> None:
-        if self.pairing is not None or first.requires_grad == second.requires_grad:
+        if self.pairing is not None or not (first.requires_grad or second.requires_grad):
             return
-        if crossed(tuple(first.shape), tuple(second.shape), tuple(result.shape)):
+        shapes = tuple(first.shape), tuple(second.shape)
+        if first.requires_grad == second.requires_grad and not over_padded(*shapes):
+            return
+        if crossed(*shapes, tuple(result.shape)):
             left = second if name.startswith("__r") or name == "rsub" else first
-            prediction, target = (first, second) if first.requires_grad else (second, first)
+            if first.requires_grad != second.requires_grad:
+                prediction, target = (first, second) if first.requires_grad else (second, first)
+            else:  # both carry a graph: the padded one was reshaped away from the other's layout
+                prediction, target = (first, second) if first.dim() < second.dim() else (second, first)
             made = self._flattened.get(id(prediction))
             self.pairing = Pairing(name, site, tuple(prediction.shape), tuple(target.shape), prediction is left,
                                    made[1:] if made is not None and made[0] is prediction else None,
-                                   tuple(result.shape))
+                                   tuple(result.shape), first.requires_grad == second.requires_grad)
             self._flattened.clear()
 
     def done(self) -> bool:
@@ -488,9 +509,11 @@ def _pairwise(found: Pairing) -> ProbeOutcome:
     site = found.site
     names = _operand_names(site.text, found.op)
     predicted, wanted = (names if found.prediction_left else names[::-1]) if names else ("the prediction", "the target")
-    evidence = [f"{found.op} at {site}: {predicted} {shape_text(found.prediction)} (carries the graph), {wanted} "
-                f"{shape_text(found.target)} -> {shape_text(found.result)} (seen in an iteration of the run watched "
-                "op by op)"]
+    operands = (f"{predicted} {shape_text(found.prediction)} and {wanted} {shape_text(found.target)} (both carry the "
+                "graph)" if found.both_predicted else
+                f"{predicted} {shape_text(found.prediction)} (carries the graph), {wanted} {shape_text(found.target)}")
+    evidence = [f"{found.op} at {site}: {operands} -> {shape_text(found.result)} (seen in an iteration of the run "
+                "watched op by op)"]
     fix = f"give both operands at {site.short} the same shape: " + _same_shape(found, predicted, wanted)
     names_on_line = [wanted] if wanted.isidentifier() else list(dict.fromkeys(re.findall(r"[A-Za-z_]\w*", site.text)))
     reshaped = next(((name, where) for name in names_on_line if (where := reshaped_before(site.path, name, site.line))), None)
@@ -504,8 +527,9 @@ def _pairwise(found: Pairing) -> ProbeOutcome:
         fix += f"; or keep the prediction {shape_text(found.target)} where {op} at {where.short} flattens it"
     return ProbeOutcome(
         FAIL, f"`{found.op}` at {site.short} pairs {predicted} of shape {shape_text(found.prediction)} with {wanted} of "
-        f"shape {shape_text(found.target)}: they broadcast to {shape_text(found.result)}, every prediction against "
-        "every target, so the loss cannot reach its minimum", evidence, fix, data={"cause": "loss_broadcast"})
+        f"shape {shape_text(found.target)}: they broadcast to {shape_text(found.result)}, "
+        + ("every example against every other" if found.both_predicted else "every prediction against every target")
+        + ", so the loss cannot reach its minimum", evidence, fix, data={"cause": "loss_broadcast"})
 
 
 def _same_shape(found: Pairing, predicted: str, wanted: str) -> str:

@@ -216,17 +216,41 @@ def accumulations(path: str, name: str) -> list[Site]:
 def assignment_before(path: str, name: str, line: int) -> tuple[Site, ast.expr] | None:
     """The statement that last set ``name`` (``name = <expression>``) before ``line``, in the same
     function, and its expression; None when it is not a plain assignment (``+=``, a tuple, none)."""
+    found = _last_assignment(path, name, line, unpack=False)
+    return (found[0], found[1]) if found is not None else None
+
+
+def unpacked_assignment_before(path: str, name: str, line: int) -> tuple[Site, ast.expr, int | None] | None:
+    """As ``assignment_before``, and also ``loss, logits = <expression>``: then the position of ``name``
+    among the names the expression's value is unpacked into."""
+    return _last_assignment(path, name, line, unpack=True)
+
+
+def _last_assignment(path: str, name: str, line: int, unpack: bool) -> tuple[Site, ast.expr, int | None] | None:
     tree = _tree(path)
     if tree is None:
         return None
     scope = enclosing_function(path, line)
-    found = None
+    found: tuple[ast.Assign, int | None] | None = None
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and node.targets[0].id == name and node.lineno < line and enclosing_function(path, node.lineno) == scope:
-            if found is None or node.lineno > found.lineno:
-                found = node
-    return (Site(path, found.lineno, ""), found.value) if found is not None else None
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1 or node.lineno >= line:
+            continue
+        position = _target_position(node.targets[0], name, unpack)
+        if position is not False and enclosing_function(path, node.lineno) == scope \
+                and (found is None or node.lineno > found[0].lineno):
+            found = (node, position)
+    return (Site(path, found[0].lineno, ""), found[0].value, found[1]) if found is not None else None
+
+
+def _target_position(target: ast.expr, name: str, unpack: bool) -> int | None | bool:
+    """None when ``target`` is ``name`` itself, its position in a flat tuple of names that holds it (with
+    ``unpack``), else False."""
+    if isinstance(target, ast.Name):
+        return None if target.id == name else False
+    if unpack and isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in target.elts):
+        names = [e.id for e in target.elts]
+        return names.index(name) if name in names else False
+    return False
 
 
 RESHAPE_CALLS = {"unsqueeze", "view", "reshape", "expand", "repeat"}

@@ -1,4 +1,4 @@
-"""The NaN check on the math: log, exp, divide, sqrt, pow, acos, norm at their domain's boundary.
+"""The NaN check on the math: log, exp, divide, sqrt, pow, acos, norm, logdet at their domain's boundary.
 
 The failing step is replayed twice over. Forward: under an op watch over the user's own calls, the
 first op whose output holds NaN (or ±inf) while its inputs did not: that op, on that line, made it
@@ -45,7 +45,9 @@ EXP_LIMIT = {torch.float16: 10.0, torch.bfloat16: 80.0, torch.float32: 80.0, tor
 MASKS = ("masked_fill", "masked_fill_", "fill_", "fill", "full", "full_like", "new_full", "where", "index_fill",
          "index_fill_", "masked_scatter", "scatter", "scatter_")
 CATEGORIES = {
-    "log": {"log", "log_", "log2", "log10", "xlogy"},
+    "log": {"log", "log_", "log2", "log10", "xlogy", "log1p", "log1p_"},
+    # the log of a determinant is NaN where the determinant is negative (an orthogonal init has det -1 half the time)
+    "logdet": {"logdet"},
     # ``1 / x`` reaches a TorchFunctionMode as Tensor.__rdiv__ (torch's __rtruediv__ is an alias of it)
     "divide": {"div", "div_", "true_divide", "__truediv__", "__rtruediv__", "__rdiv__", "__itruediv__", "reciprocal",
                "reciprocal_", "rsqrt", "floor_divide", "__floordiv__"},
@@ -60,6 +62,8 @@ CATEGORIES = {
 FIXES = {
     "log": "clamp the argument (torch.log(x.clamp_min(1e-8))) or stay in log space: F.log_softmax, "
            "torch.logsumexp, F.binary_cross_entropy_with_logits / F.cross_entropy on logits",
+    "logdet": "take the log of |det| with torch.linalg.slogdet(W)[1] (logdet is NaN where the determinant is "
+              "negative), or start W with a positive determinant (flip a column's sign after a QR init)",
     "divide": "guard the denominator where it can be 0: mask or skip those rows, or x / d.clamp_min(1) for a "
               "count (x / (d + eps) only if x vanishes with d)",
     "exp": "avoid exp of large values: subtract the row maximum first (x - x.max(dim, keepdim=True).values), "
@@ -77,7 +81,7 @@ FIXES = {
     "other": "keep the argument inside the function's domain (clamp it)",
 }
 NODE_OPS = {"Sqrt": "sqrt", "Rsqrt": "divide", "Pow": "pow", "Acos": "acos", "Asin": "acos", "Log": "log",
-            "Log2": "log", "Log10": "log", "Div": "divide", "Reciprocal": "divide", "Exp": "exp", "Norm": "norm",
+            "Log2": "log", "Log10": "log", "Log1p": "log", "Logdet": "logdet", "Div": "divide", "Reciprocal": "divide", "Exp": "exp", "Norm": "norm",
             "LinalgVectorNorm": "norm", "Cdist": "norm", "Softmax": "softmax", "LogSoftmax": "softmax",
             "Atanh": "acos", "Std": "statistics", "Var": "statistics", "StdMean": "statistics",
             "VarMean": "statistics"}
@@ -210,13 +214,40 @@ def _at_boundary(name: str, args: tuple, frame: FrameType | None) -> str:
     if operand is None:
         return ""
     x = operand.detach()
-    edges = {"log": [("= 0", x == 0), ("< 0", x < 0)], "divide": [("= 0", x == 0)], "sqrt": [("< 0", x < 0)],
-             "acos": [("outside [-1, 1]", x.abs() > 1)]}.get(kind, [])
-    label = next((f"`{n}`" for n, v in (frame_locals(frame).items() if frame else ()) if v is operand), "the operand")
-    said = [f"{label} {edge} at {int(mask.sum())} of {x.numel()} entries" for edge, mask in edges if bool(mask.any())]
+    if kind == "logdet":
+        edges, counted = _determinant_edges(x), "matrices"
+    else:
+        edges = {"log": [("= 0", x == 0), ("< 0", x < 0)], "divide": [("= 0", x == 0)], "sqrt": [("< 0", x < 0)],
+                 "acos": [("outside [-1, 1]", x.abs() > 1)]}.get(kind, [])
+        counted = "entries"
+    label = _operand_name(operand, frame)
+    said = [f"{label} {edge} at {int(mask.sum())} of {mask.numel()} {counted}" for edge, mask in edges if bool(mask.any())]
     if kind == "divide" and said:
         said[0] = f"a division by 0: the denominator {said[0].replace('the operand ', '')}"
     return ", ".join(said)
+
+
+def _operand_name(operand: torch.Tensor, frame: FrameType | None) -> str:
+    """The operand's name in the user's frame: a local (`y`), or a tensor of the frame's module (`self.weight`)."""
+    names = frame_locals(frame) if frame else {}
+    local = next((name for name, value in names.items() if value is operand), None)
+    if local is not None:
+        return f"`{local}`"
+    owner = names.get("self")
+    if isinstance(owner, torch.nn.Module):
+        found = next((name for name, value in owner.named_parameters(recurse=False) if value is operand), None)
+        found = found or next((name for name, value in owner.named_buffers(recurse=False) if value is operand), None)
+        if found is not None:
+            return f"`self.{found}`"
+    return "the operand"
+
+
+def _determinant_edges(x: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+    """A (batch of) square matrices: which have a negative or a zero determinant (``logdet``'s NaN and -inf)."""
+    if x.dim() < 2 or x.shape[-1] != x.shape[-2]:
+        return []
+    sign = torch.linalg.slogdet(x.double())[0].reshape(-1)
+    return [("with a negative determinant", sign < 0), ("with a zero determinant", sign == 0)]
 
 
 def _reduced_dim(args: tuple, kwargs: dict) -> Any:
@@ -392,6 +423,8 @@ def _safe(kind: str, name: str, func: Any, args: tuple, kwargs: dict) -> Any:
         return (squares + EPS).sqrt()
     elif kind == "softmax" and isinstance(args[0], torch.Tensor):
         args[0] = args[0].clamp_min(-1e4)
+    elif kind == "logdet" and isinstance(args[0], torch.Tensor):
+        return torch.linalg.slogdet(args[0])[1]
     elif kind == "statistics" and name in ("std", "var") and isinstance(args[0], torch.Tensor):
         # The spread of one sample is 0, not 0/0; with an eps under the root, its gradient is finite too.
         variance = args[0].var(dim=_reduced_dim(args, kwargs), correction=0, keepdim=kwargs.get("keepdim", False))
