@@ -1797,3 +1797,36 @@ def test_a_parameter_converted_after_it_was_wrapped_is_named_as_outside_the_opti
     assert result.summary.startswith("`weight` is a copy of a Parameter, not the Parameter")
     assert "at parameter_copied_by_to.py:11" in result.fix and result.data["cause"] == "parameters_not_in_optimizer"
     assert any("a float64 copy of shape (8, 1) of a float32 Parameter, in Dense" in line for line in result.evidence)
+
+
+def test_a_run_that_ends_inside_its_warm_up_is_a_rate_too_low_with_the_schedules_own_peak(start_run) -> None:
+    """Only a run that ended by itself says so: its rate rose at every step and ended at 2.9% of the AdamW's 1e-3;
+    the LambdaLR made by a helper is named at the user's call of it, with the step its function peaks at."""
+    run, session = start_run(SCRIPTS / "warmup_longer_than_run.py", post_mortem=True, copy_post_mortem=True)
+    wait_for(lambda: session.state == "ended", 60, "the script's end (held for post-mortem checks)")
+    run.command("probe", name="learning.rate", params={})
+    wait_for(lambda: "learning.rate" in session.probe_results, 60, "the rate check's result")
+    result = session.probe_results["learning.rate"]
+    findings = [e.message for e in session.events if e.kind == "finding"]
+
+    assert any(f.startswith("warmup_unfinished: the learning rate rose at every one of the run's 60 steps") and
+               "from 0 to 2.95e-05 at its end, 2.9% of the 0.001 the optimizer was given" in f for f in findings), findings
+    assert result.status == "fail" and result.data["cause"] == "learning_rate_too_low", result.summary
+    assert result.summary.endswith("LambdaLR (made at warmup_longer_than_run.py:17) peaks at step 2000")
+    assert "shorten the warm-up" in result.fix
+
+
+def test_a_warm_up_that_ends_or_a_run_cut_short_is_no_unfinished_warm_up() -> None:
+    def facts_seeing(rates: list[float], ended: bool) -> Facts:
+        facts = Facts()
+        for step, lr in enumerate(rates, 1):
+            facts.observe_lr(step, lr, 1e-3)
+        facts.script_ended = ended
+        return facts
+
+    rising = [1e-3 * step / 2000 for step in range(1, 61)]
+    assert facts_seeing(rising, ended=True).unfinished_warmup() is not None
+    assert facts_seeing(rising, ended=False).unfinished_warmup() is None  # diagnose's window cut it: it goes on
+    warmed = [1e-3 * min(1.0, step / 20) for step in range(1, 61)]
+    assert facts_seeing(warmed, ended=True).unfinished_warmup() is None  # reached the rate set
+    assert facts_seeing(rising[:10], ended=True).unfinished_warmup() is None  # a smoke test of a few steps

@@ -1217,6 +1217,10 @@ class Agent:
         self.facts.script_ended = True
         if self.step == 0:  # a loop that never stepped has had no step to report its findings at
             self._report_findings()
+        warmup = self.facts.unfinished_warmup()  # only a whole run says so
+        if warmup and "warmup_unfinished" not in self.facts.reported:
+            self.facts.reported.add("warmup_unfinished")
+            self.event("finding", f"warmup_unfinished: {warmup}")
 
     def on_clip(self, total_norm: Any, max_norm: Any) -> None:
         """The script's clip_grad_norm_ returned the norm before clipping: shown as the gradient norm."""
@@ -1248,7 +1252,8 @@ class Agent:
         )
         self.norm_sampler.step_took(record.step_seconds)
         self._clipped, self._clip_at, self._compute_seconds = [], None, None
-        self.facts.observe_lr(self.step, record.lrs[0] if record.lrs else None)
+        self.facts.observe_lr(self.step, record.lrs[0] if record.lrs else None,
+                              self.optimizers[0].param_groups[0].get("initial_lr") if self.optimizers else None)
         if self._layer is not None:
             record.layer_names, record.layer_norms = self._layer
         if torch.cuda.is_initialized() and any(t.is_cuda for t in record.losses + record.norms):
@@ -1392,8 +1397,9 @@ class Agent:
 
 def made_at(sites: list[Site]) -> str:
     """Where an object was made: its line, and where a factory returned it from (``return LambdaLR(...)``
-    in a helper such as get_linear_schedule_with_warmup), the line that called the factory."""
-    if len(sites) > 1 and sites[0].text.startswith("return"):
+    in a helper such as get_linear_schedule_with_warmup) or a subclass's ``__init__`` made it (``super().__init__``
+    in a WarmupLinearSchedule), the line that called the factory or the class."""
+    if len(sites) > 1 and (sites[0].text.startswith("return") or sites[0].function == "__init__"):
         return f"{sites[0]} (called from {sites[1]})"
     return str(sites[0])
 

@@ -52,6 +52,12 @@ EARLY_COLLAPSE = 1000
 # has stayed there COLLAPSED_STEPS steps, however late it came: an annealing schedule touches 0 at its
 # last step only, a multiplier of 0 (StepLR(gamma=0)) keeps it there while the run trains on.
 COLLAPSED_STEPS = 20
+# A run that ends by itself with its rate still rising, at WARMUP_SHORT of the rate the optimizer was given (a
+# scheduler's base) or less, spent all its steps warming up: the warm-up is longer than the run, and every step
+# moved the weights a tenth or less as far as configured. A run that diagnose's window cuts short is not judged
+# (it goes on warming up), nor one of fewer than WARMUP_MIN_STEPS steps (a smoke test).
+WARMUP_SHORT = 0.1
+WARMUP_MIN_STEPS = 20
 PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR")
 # A layer with weights built inside forward at MADE_IN_FORWARD_STEPS different steps is built at every
 # call (a lazily built layer is built once, at the first forward): two are enough, as nothing but a bug
@@ -458,6 +464,10 @@ class Facts:
     first_lr: float | None = None
     last_lr: float | None = None
     lr_collapsed_at: int | None = None  # the step since which the rate is below LR_COLLAPSE of its start
+    lr_base: float | None = None  # the rate the optimizer was given, under a scheduler (its initial_lr)
+    lr_now: float | None = None
+    lr_steps: int = 0
+    lr_fell: bool = False  # the rate fell at some step: not a warm-up throughout
     tags: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAGGED_STEPS))
     old_graph_steps: list[int] = field(default_factory=list)  # the earlier steps whose graphs were alive at the last check
     layer_tags: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAGGED_LAYERS))
@@ -830,17 +840,32 @@ class Facts:
                         f"its rate falls below {LR_COLLAPSE:g} of its start at step {collapse}, {epoch}")
         return None
 
-    def observe_lr(self, step: int, lr: Any) -> None:
-        """The first param group's rate at each step: where it collapsed, if it did."""
+    def observe_lr(self, step: int, lr: Any, base: Any = None) -> None:
+        """The first param group's rate at each step (and a scheduler's base rate for it): where it collapsed,
+        if it did, and whether it has only risen."""
         if not isinstance(lr, (int, float)):
             return
         if self.first_lr is None:
             self.first_lr = float(lr)
+        self.lr_fell = self.lr_fell or (self.lr_now is not None and lr < self.lr_now)
+        self.lr_now, self.lr_steps = float(lr), self.lr_steps + 1
+        if isinstance(base, (int, float)):
+            self.lr_base = float(base)
         if self.first_lr > 0 and lr < LR_COLLAPSE * ROUNDING * self.first_lr:
             self.lr_collapsed_at = self.lr_collapsed_at or step
             self.last_lr = float(lr)
         else:
             self.lr_collapsed_at = None
+
+    def unfinished_warmup(self) -> str | None:
+        """At the script's end: the rate rose at every step and ended at WARMUP_SHORT of its base or less."""
+        first, last, base = self.first_lr, self.lr_now, self.lr_base
+        if not self.script_ended or self.lr_fell or self.lr_steps < WARMUP_MIN_STEPS or first is None or \
+                last is None or not base or not last > first or last > WARMUP_SHORT * base:
+            return None
+        return (f"the learning rate rose at every one of the run's {self.lr_steps} steps, from {first:.3g} to {last:.3g} "
+                f"at its end, {last / base:.1%} of the {base:.3g} the optimizer was given: the run ended inside its "
+                "warm-up")
 
     def _collapsed_rate(self, step: int) -> str | None:
         at = self.lr_collapsed_at

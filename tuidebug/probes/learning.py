@@ -748,6 +748,45 @@ def _rate_curve(history: list[Any]) -> list[tuple[int, float]]:
     return [(s.step, s.lrs[0]) for s in history if s.lrs]
 
 
+WARMUP_HORIZON = 1_000_000  # the furthest step at which a schedule's own function is asked for its peak
+
+
+def _unfinished_warmup(facts: Any, warmup: str, steps: int, evidence: list[str]) -> ProbeOutcome:
+    """The run ended with its rate still rising, far below the rate set: where the schedule was made and, from
+    its own function (LambdaLR's), the step at which it would have reached its peak."""
+    evidence.append(warmup)
+    calls = next((c for c in facts.schedulers.values() if c.scheduler is not None and c.scheduler() is not None), None)
+    made = next((site for kind, site in facts.scheduler_sites if calls is not None and kind == calls.kind), None)
+    peak = _schedule_peak(calls.scheduler(), steps) if calls is not None else None
+    if made:
+        evidence.append(f"{calls.kind} created at {made}")
+    if peak is not None:
+        evidence.append(f"its own function reaches its peak at step {peak}; the run made {steps} steps")
+    # a schedule made by a helper or a subclass: the user's line is the call of it
+    line = made.rpartition("(called from ")[2].split(" ")[0] if made else None
+    name = f"{calls.kind} (made at {line})" if line else "the schedule"
+    return ProbeOutcome(
+        FAIL, f"the learning rate never leaves the warm-up: the run ended at step {steps} with the rate still rising"
+        + (f"; {name} peaks at step {peak}" if peak is not None else f" ({name})"), evidence,
+        f"shorten the warm-up of {name} to a few percent of the run's {steps} steps (or train for longer): every step "
+        "so far ran at a small share of the rate set", data={"cause": "learning_rate_too_low"})
+
+
+def _schedule_peak(scheduler: Any, steps: int) -> int | None:
+    """The first step at which a LambdaLR's function reaches its largest value, searched to a hundred times the
+    run's length (or WARMUP_HORIZON); None for other schedules, or a function that raises."""
+    functions = getattr(scheduler, "lr_lambdas", None)
+    if not functions or not callable(functions[0]):
+        return None
+    horizon = min(WARMUP_HORIZON, 100 * max(1, steps))
+    try:
+        values = [float(functions[0](step)) for step in range(horizon)]
+    except Exception:  # the user's function, asked for steps it was never meant to see
+        return None
+    top = max(values)
+    return next(step for step, value in enumerate(values) if value >= top)
+
+
 @probe("learning.rate", prefers_copy=True)
 def rate(ctx: ProbeContext) -> ProbeOutcome:
     facts = ctx.run.facts
@@ -758,6 +797,9 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(INCONCLUSIVE, "no learning rate seen (no optimizer step)")
     first, last = curve[0][1], curve[-1][1]
     evidence = [f"learning rate: {first:.3g} at step {curve[0][0]}, {last:.3g} at step {curve[-1][0]}"]
+    warmup = facts.unfinished_warmup()
+    if warmup is not None:
+        return _unfinished_warmup(facts, warmup, curve[-1][0], evidence)
     peak_at = max(range(len(curve)), key=lambda i: curve[i][1])
     if first == 0 and curve[peak_at][1] > 0:  # a warm-up from 0: the rate's start is where it peaked
         first, curve = curve[peak_at][1], curve[peak_at:]
