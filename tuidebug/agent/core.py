@@ -1399,7 +1399,7 @@ def made_at(sites: list[Site]) -> str:
     """Where an object was made: its line, and where a factory returned it from (``return LambdaLR(...)``
     in a helper such as get_linear_schedule_with_warmup) or a subclass's ``__init__`` made it (``super().__init__``
     in a WarmupLinearSchedule), the line that called the factory or the class."""
-    if len(sites) > 1 and (sites[0].text.startswith("return") or sites[0].function == "__init__"):
+    if len(sites) > 1 and (sites[0].text.startswith("return") or "__init__(" in sites[0].text):
         return f"{sites[0]} (called from {sites[1]})"
     return str(sites[0])
 
