@@ -397,6 +397,16 @@ def test_a_call_on_tenfold_the_usual_inputs_but_not_its_batch_is_kept_with_its_l
     assert facts.large_call == (96000, 192, [(32, 500, 6)], "train.py:30")
 
 
+def test_a_model_called_on_objects_that_hold_no_tensor_gives_no_usual_size_to_compare_with() -> None:
+    """A graph batch object passed whole: its calls have no tensor values, and a later call with a tensor is no
+    "large call" (the out-of-memory check divided by the usual size of 0)."""
+    facts = Facts()
+    for _ in range(8):
+        facts.observe_call_size([], lambda: "train.py:10")
+    facts.observe_call_size([torch.zeros(4, 6)], lambda: "screen.py:20")
+    assert facts.large_call is None
+
+
 class Gate(nn.Module):
     def __init__(self, table: torch.Tensor) -> None:
         super().__init__()

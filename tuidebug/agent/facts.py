@@ -1160,7 +1160,8 @@ class Facts:
         size = sum(t.numel() for t in tensors)
         batch = tensors[0].shape[0] if tensors and tensors[0].dim() else 1
         usual = self.usual_call
-        if usual and size >= LARGE_CALL * usual[0] and batch < LARGE_CALL * usual[1]:
+        # a usual call of no tensor values (a graph batch object) gives no measure to compare with
+        if usual and usual[0] and size >= LARGE_CALL * usual[0] and batch < LARGE_CALL * usual[1]:
             where = site()
             self.large_call = (size, usual[0], [tuple(t.shape) for t in tensors], str(where) if where else "?")
             return

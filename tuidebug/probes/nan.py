@@ -33,8 +33,8 @@ import torch
 from tuidebug.batches import tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, optimizer_params, probe)
-from tuidebug.probes.holders import user_object
 from tuidebug.probes.failing_loss import failing_loss
+from tuidebug.probes.holders import user_object
 from tuidebug.probes.inputs import data_tensors
 from tuidebug.probes.source import (assignments, calls_named, in_files, keyword_values, rate_argument_sites,
                                     switched_off_clips)
