@@ -462,10 +462,9 @@ class Facts:
     one_hot: dict[str, set[int]] = field(default_factory=dict)  # site -> widths, for calls without num_classes
     memory: collections.deque = field(default_factory=lambda: collections.deque(maxlen=MEMORY_SAMPLES))
     first_lr: float | None = None
-    last_lr: float | None = None
+    last_lr: float | None = None  # the rate at the latest step
     lr_collapsed_at: int | None = None  # the step since which the rate is below LR_COLLAPSE of its start
     lr_base: float | None = None  # the rate the optimizer was given, under a scheduler (its initial_lr)
-    lr_now: float | None = None
     lr_steps: int = 0
     lr_fell: bool = False  # the rate fell at some step: not a warm-up throughout
     tags: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAGGED_STEPS))
@@ -847,19 +846,18 @@ class Facts:
             return
         if self.first_lr is None:
             self.first_lr = float(lr)
-        self.lr_fell = self.lr_fell or (self.lr_now is not None and lr < self.lr_now)
-        self.lr_now, self.lr_steps = float(lr), self.lr_steps + 1
+        self.lr_fell = self.lr_fell or (self.last_lr is not None and lr < self.last_lr)
+        self.last_lr, self.lr_steps = float(lr), self.lr_steps + 1
         if isinstance(base, (int, float)):
             self.lr_base = float(base)
         if self.first_lr > 0 and lr < LR_COLLAPSE * ROUNDING * self.first_lr:
             self.lr_collapsed_at = self.lr_collapsed_at or step
-            self.last_lr = float(lr)
         else:
             self.lr_collapsed_at = None
 
     def unfinished_warmup(self) -> str | None:
         """At the script's end: the rate rose at every step and ended at WARMUP_SHORT of its base or less."""
-        first, last, base = self.first_lr, self.lr_now, self.lr_base
+        first, last, base = self.first_lr, self.last_lr, self.lr_base
         if not self.script_ended or self.lr_fell or self.lr_steps < WARMUP_MIN_STEPS or first is None or \
                 last is None or not base or not last > first or last > WARMUP_SHORT * base:
             return None
@@ -1271,26 +1269,14 @@ def copied_parameters(model: torch.nn.Module, known: set[int], nodes: int = 32) 
             if attr.startswith("_") or not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter) \
                     or value.grad_fn is None:
                 continue
-            leaf = _leaf_behind(value.grad_fn, nodes)
+            leaf = next((node.variable for node in graph_nodes(value.grad_fn, nodes)
+                         if isinstance(getattr(node, "variable", None), torch.Tensor)), None)
             if leaf is not None and id(leaf) not in known:
                 owner = f"{path}." if path else ""
                 kind = "Parameter" if isinstance(leaf, torch.nn.Parameter) else "leaf tensor that requires grad"
                 found.append((f"{owner}{attr}", f"a {_dtype(value)} copy of shape {tuple(value.shape)} of a "
                               f"{_dtype(leaf)} {kind}, in {type(module).__name__}"))
     return found
-
-
-def _leaf_behind(node: Any, nodes: int) -> torch.Tensor | None:
-    """The first leaf tensor that requires grad reached from ``node`` back through its graph (a few nodes)."""
-    queue, seen = [node], 0
-    while queue and seen < nodes:
-        current = queue.pop(0)
-        seen += 1
-        variable = getattr(current, "variable", None)
-        if isinstance(variable, torch.Tensor):
-            return variable
-        queue += [child for child, _ in getattr(current, "next_functions", ()) if child is not None]
-    return None
 
 
 def _modules_in(value: Any, depth: int = 0) -> list[torch.nn.Module]:

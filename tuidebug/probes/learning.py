@@ -779,12 +779,10 @@ def _schedule_peak(scheduler: Any, steps: int) -> int | None:
     if not functions or not callable(functions[0]):
         return None
     horizon = min(WARMUP_HORIZON, 100 * max(1, steps))
-    try:
-        values = [float(functions[0](step)) for step in range(horizon)]
+    try:  # max gives the first step of the largest value
+        return max(range(horizon), key=lambda step: float(functions[0](step)))
     except Exception:  # the user's function, asked for steps it was never meant to see
         return None
-    top = max(values)
-    return next(step for step, value in enumerate(values) if value >= top)
 
 
 @probe("learning.rate", prefers_copy=True)

@@ -81,7 +81,8 @@ FIXES = {
     "other": "keep the argument inside the function's domain (clamp it)",
 }
 NODE_OPS = {"Sqrt": "sqrt", "Rsqrt": "divide", "Pow": "pow", "Acos": "acos", "Asin": "acos", "Log": "log",
-            "Log2": "log", "Log10": "log", "Log1p": "log", "Logdet": "logdet", "Div": "divide", "Reciprocal": "divide", "Exp": "exp", "Norm": "norm",
+            "Log2": "log", "Log10": "log", "Log1p": "log", "Logdet": "logdet", "Div": "divide", "Reciprocal": "divide",
+            "Exp": "exp", "Norm": "norm",
             "LinalgVectorNorm": "norm", "Cdist": "norm", "Softmax": "softmax", "LogSoftmax": "softmax",
             "Atanh": "acos", "Std": "statistics", "Var": "statistics", "StdMean": "statistics",
             "VarMean": "statistics"}
