@@ -43,6 +43,8 @@ def test_diagnose_names_the_failure_class_and_cause(tmp_path, script, args, fail
     if failure_class == "nan":
         ran = {c["id"]: c["status"] for c in report["checks"]}
         assert {"nan.lr", "nan.inputs", "nan.unsafe_math", "nan.grad_explosion"} <= set(ran)
+        lr_check = next(c for c in report["checks"] if c["id"] == "nan.lr")
+        assert any("replay from" in line for line in lr_check["evidence"])  # every check's trials, not only the verdict's
         assert "[x] For NaN: learning rate, input NaNs, unsafe math, and gradient explosion all checked" in text
     if failure_class == "healthy":
         assert report["reproduction"] is None

@@ -40,7 +40,8 @@ def build_report(walk: Walk, session: Session, reproduction: str | None, partial
         "evidence": evidence,
         "checks": [{"id": node_id, "status": _check_status(walk, node_id),
                     "summary": walk.results[node_id].summary if node_id in walk.results else "",
-                    "seconds": walk.results[node_id].data.get("seconds") if node_id in walk.results else None}
+                    "seconds": walk.results[node_id].data.get("seconds") if node_id in walk.results else None,
+                    "evidence": list(walk.results[node_id].evidence) if node_id in walk.results else []}
                    for node_id in _check_ids(walk)],
         "reproduction": reproduction,
         "confirmed": _flag(deciding, "confirmed"),
