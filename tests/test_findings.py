@@ -385,6 +385,30 @@ def test_a_sample_made_nan_in_getitem_names_the_division() -> None:
     assert made_in_getitem(Frames(frames), [1]) == ([], None)
 
 
+class EventImages(torch.utils.data.Dataset):
+    def __init__(self, counts: torch.Tensor) -> None:
+        self.counts = counts
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        image = self.counts[index].clone()
+        image /= torch.max(image)
+        return image
+
+
+def test_a_sample_made_nan_by_an_in_place_division_names_it_from_the_values_it_overwrote() -> None:
+    from tuidebug.probes.inputs import made_in_getitem
+    counts = torch.rand(3, 4, 4)
+    counts[1] = 0.0  # a window without events: 0 / 0
+    lines, culprit = made_in_getitem(EventImages(counts), [1])
+    assert culprit is not None and culprit.kind == "divide"
+    assert culprit.site.line == line_of("image /= torch.max(image)")
+    assert "the denominator = 0" in culprit.detail
+    assert made_in_getitem(EventImages(counts), [0]) == ([], None)
+
+
 def test_a_call_on_tenfold_the_usual_inputs_but_not_its_batch_is_kept_with_its_line() -> None:
     facts = Facts()
     for _ in range(8):

@@ -147,6 +147,8 @@ class ForwardWatch(OpWatch):
         self.risky: dict[str, str] = {}
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
+        operands = args
+        args = self.inputs_before(args)  # `x /= x.max()` made its NaN from the x it overwrote
         inputs = [t for t in op_tensors(args) + op_tensors(kwargs.values()) if t.is_floating_point()]
         outputs = op_tensors([result])
         if not outputs or name in MASKS:
@@ -159,7 +161,7 @@ class ForwardWatch(OpWatch):
             value = "NaN" if made_nan else "Inf"
             detail = _single_element(name, args, kwargs) or "; ".join(
                 part for part in (_at_boundary(name, args, self.frame), _range(inputs[0]) if inputs else "") if part)
-            operand = _operand(name, args)
+            operand = _operand(name, operands)
             culprit = Culprit(name, site, f"{value} from inputs without it ({detail})",
                               from_data=operand is not None and not operand.requires_grad)
             if category(name) != "other" and not _overflow_of_huge(name, args, made_nan):

@@ -18,6 +18,16 @@ from torch.overrides import TorchFunctionMode
 from tuidebug.sites import Site, behalf_site, is_user_file
 
 MAX_CALLS = 20_000  # a watch stops looking after this many calls: a replayed step is bounded
+# An in-place op's first argument is kept as it was before the op (``OpWatch.overwritten``) up to this
+# many elements: a Dataset's image or a step's activations, not a whole data set held on the device.
+MAX_KEPT_ELEMENTS = 1 << 24
+
+
+def in_place(name: str) -> bool:
+    """``div_``, ``clamp_``, ``__itruediv__``: ops that overwrite their first argument."""
+    if name.startswith("__"):
+        return name.startswith("__i") and name.endswith("__") and name not in ("__init__", "__index__", "__invert__")
+    return name.endswith("_") and not name.endswith("__")
 
 
 def op_name(func: Any) -> str:
@@ -71,23 +81,32 @@ class OpWatch(TorchFunctionMode):
         self.calls = 0
         self.frame: FrameType | None = None  # the user's frame of the call being visited, during ``visit``
         self.failed: str | None = None  # a visit that raised: the watch stops, the user's call goes on
+        # during ``visit`` of an in-place op: its first argument as it was before the op overwrote it
+        self.overwritten: torch.Tensor | None = None
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
+        watching = self.calls < MAX_CALLS and self.failed is None and not self.done()
+        before = _kept_before(func, args) if watching else None
         result = func(*args, **kwargs)
         self.calls += 1
-        if self.calls <= MAX_CALLS and self.failed is None and not self.done():
+        if watching:
             self.frame = caller_frame(sys._getframe(1))
             site = _site_of(self.frame) if self.frame is not None else behalf_site()
             if site is not None:
+                self.overwritten = before
                 try:
                     with torch._C.DisableTorchFunction():
                         self.visit(op_name(func), args, kwargs, result, site)
                 except Exception as exc:  # a watch's own bug must not take the user's call down
                     self.failed = f"{type(exc).__name__}: {exc}"
                 finally:
-                    self.frame = None
+                    self.frame, self.overwritten = None, None
         return result
+
+    def inputs_before(self, args: tuple) -> tuple:
+        """``args`` with an in-place op's first argument as it was before the op: what its result was made from."""
+        return (self.overwritten, *args[1:]) if self.overwritten is not None and args else args
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
         """One call of the user's code; override."""
@@ -95,3 +114,14 @@ class OpWatch(TorchFunctionMode):
     def done(self) -> bool:
         """True once the watch has seen what it looks for (the rest of the step runs unwatched)."""
         return False
+
+
+def _kept_before(func: Any, args: tuple) -> torch.Tensor | None:
+    """A copy of the tensor an in-place op is about to overwrite (a small floating one), else None."""
+    if not args or not isinstance(args[0], torch.Tensor) or not in_place(op_name(func)):
+        return None
+    target = args[0]
+    if not target.is_floating_point() or target.numel() > MAX_KEPT_ELEMENTS:
+        return None
+    with torch._C.DisableTorchFunction(), torch.no_grad():
+        return target.detach().clone()
