@@ -115,6 +115,15 @@ def test_a_clip_the_script_switched_off_is_named_with_its_condition_when_clippin
                                  "nan_clip_switched_off.py:28 never held)")
 
 
+def test_a_clip_given_a_spent_filter_of_the_parameters_is_named_with_the_line_that_made_it():
+    result = run_checks("nan_clip_spent_filter.py", folder=SCRIPTS, checks=("nan.grad_explosion",))["nan.grad_explosion"]
+
+    assert result.status == "fail" and result.data["confirmed"] is True and result.data["definitive"] is True
+    assert "nan_clip_spent_filter.py:25 is given `trainable`, a spent filter" in result.summary
+    assert result.data["clip"] == 1.0  # the script's own max_grad_norm, read from its frame
+    assert "`trainable = list(...)` at nan_clip_spent_filter.py:16" in result.fix
+
+
 def test_a_float16_overflow_before_the_first_optimizer_step_is_proven_in_float32():
     """The run fails at step 0, before its Adam ever stepped; the replays step it. The probes' snapshot holds
     every optimizer the script made, so each replay starts from its empty state (before, the float16 moments

@@ -22,6 +22,7 @@ A check fails when its cause is present; the decide node ranks the failures. The
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import inspect
 import math
@@ -36,7 +37,8 @@ from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, Need
 from tuidebug.probes.failing_loss import failing_loss
 from tuidebug.probes.holders import user_object
 from tuidebug.probes.inputs import data_tensors
-from tuidebug.probes.source import (assignments, calls_named, in_files, keyword_values, rate_argument_sites,
+from tuidebug.probes.source import (assignments, calls_named, clip_arguments, dotted_value, in_files, keyword_values,
+                                    rate_argument_sites,
                                     switched_off_clips)
 from tuidebug.probes.trials import Start, Trial, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.unsafe_math import display_name
@@ -348,6 +350,15 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
         # Clipping proves a fix only when the replay without it failed: a replay that stays finite
         # either way shows nothing, and must not outrank a check whose replay did fail and was fixed.
         data["fixed_loss"] = clipped.final if base.blew_up and clipped.holds else None
+        spent = _clip_of_spent_iterator(ctx) if base.blew_up else None
+        if spent is not None:
+            own = spent.limit or clip
+            trial = clipped if own == clip else run_trial(ctx, start, Adjust(clip=own))
+            if own != clip:
+                evidence.append(f"... with clip_grad_norm_ at {own:g}, the script's own limit: {trial.describe()}")
+            if trial.holds:
+                data.update(clip=own, confirmed=True, fixed_loss=trial.final)
+                return _spent_clip(evidence, data, own, spent)
         if unlike is not None:
             evidence.append(unlike)
         elif switched_off is not None and clipped.holds:
@@ -370,6 +381,50 @@ def _clip_never_ran(ctx: ProbeContext) -> tuple[Site, Site | None] | None:
         return None
     clips = in_files(ctx.run.facts.source_files, switched_off_clips)
     return clips[0] if clips else None
+
+
+@dataclasses.dataclass
+class SpentClip:
+    call: Site  # the script's clip
+    name: str  # the variable it is given
+    kind: str  # what that variable holds: a generator, a filter...
+    bound: Site | None  # where the variable was bound
+    limit: float | None  # the clip's own max_norm, where it could be read
+
+
+def _clip_of_spent_iterator(ctx: ProbeContext) -> SpentClip | None:
+    """The script's clip given its parameters as an iterator kept in a variable (``filter(...)``, a
+    generator, ``model.parameters()``): the iterator is spent by its first pass (an optimizer built from it
+    takes every parameter), so the clip is given none and clips nothing, and reports a norm of 0."""
+    frames = ctx.run.user_frames()
+    for call, name, limit in in_files(ctx.run.facts.source_files, clip_arguments):
+        for frame in (f for f in frames if f.f_code.co_filename == call.path):
+            scope = {**frame.f_globals, **frame_locals(frame)}
+            value = scope.get(name)
+            if not isinstance(value, collections.abc.Iterator):
+                continue
+            bound = [site for site in assignments(call.path, name) if site.line < call.line]
+            number = dotted_value(limit, scope)
+            usable = isinstance(number, (int, float)) and not isinstance(number, bool) and 0 < number < math.inf
+            return SpentClip(call, name, type(value).__name__, bound[-1] if bound else None,
+                             float(number) if usable else None)
+    return None
+
+
+def _spent_clip(evidence: list[str], data: dict, clip: float, spent: SpentClip) -> ProbeOutcome:
+    """The script clips, but what it gives the clip is an iterator already spent: the fix is the script's
+    own clip given a list. It outranks a lower rate (``definitive``), as a clip switched off does."""
+    where = f" (bound at {spent.bound.short}: `{spent.bound.text}`)" if spent.bound else ""
+    evidence.append(f"the script's gradient clipping at {spent.call.short} (`{spent.call.text}`) is given `{spent.name}`, "
+                    f"a {spent.kind} object{where}: an iterator is spent by its first pass (the optimizer built from "
+                    "it took every parameter), so the clip is given no parameters and clips nothing")
+    data["definitive"] = True
+    fix = (f"make `{spent.name}` a list so that the clip at {spent.call.short} gets the parameters too: "
+           + (f"`{spent.name} = list(...)` at {spent.bound.short}" if spent.bound else f"`{spent.name} = list({spent.name})`")
+           + " (e.g. `list(filter(lambda p: p.requires_grad, model.parameters()))`)")
+    return ProbeOutcome(FAIL, f"exploding gradients: the script's clip at {spent.call.short} is given `{spent.name}`, a "
+                        f"spent {spent.kind}, and clips nothing; clipping at {clip:g} keeps the replay finite and "
+                        "learning", evidence, fix, data=data)
 
 
 def _tighter_clip(ctx: ProbeContext, start: Start, healthy: float, evidence: list[str]) -> tuple[float, Trial]:

@@ -813,6 +813,35 @@ def switched_off_clips(path: str) -> list[tuple[Site, Site | None]]:
     return sorted(found.items(), key=lambda item: item[0].line)
 
 
+def clip_arguments(path: str) -> list[tuple[Site, str, ast.expr | None]]:
+    """(call, parameters' name, max_norm expression or None) for each gradient clip of ``path`` given its
+    parameters as a plain name (``clip_grad_norm_(params, 1.0)``, ``accelerator.clip_grad_norm_(layers, ...)``)."""
+    tree = _tree(path)
+    found = []
+    for node in ast.walk(tree) if tree is not None else ():
+        if not (isinstance(node, ast.Call) and _name_of(node.func) in CLIP_CALLS):
+            continue
+        keywords = {k.arg: k.value for k in node.keywords}
+        given = node.args[0] if node.args else keywords.get("parameters")
+        limit = node.args[1] if len(node.args) > 1 else keywords.get("max_norm", keywords.get("clip_value"))
+        if isinstance(given, ast.Name):
+            found.append((Site(path, node.lineno, ""), given.id, limit))
+    return sorted(found, key=lambda item: item[0].line)
+
+
+def dotted_value(expression: ast.expr | None, scope: dict[str, Any]) -> Any:
+    """What a constant, a name or a dotted name (``args.max_grad_norm``, ``cfg.train.clip``) holds in
+    ``scope``, else None. Attributes are read, nothing is called."""
+    if isinstance(expression, ast.Constant):
+        return expression.value
+    if isinstance(expression, ast.Name):
+        return scope.get(expression.id)
+    if isinstance(expression, ast.Attribute):
+        owner = dotted_value(expression.value, scope)
+        return getattr(owner, expression.attr, None) if owner is not None else None
+    return None
+
+
 def _calls_under_if(path: str, matches: Callable[[ast.Call], bool]) -> dict[Site, Site]:
     """Each matching call of ``path`` in the body of an ``if``, with the innermost such ``if``."""
     tree = _tree(path)
