@@ -619,6 +619,39 @@ def test_a_tensor_rebuilt_from_tensors_that_require_grad_is_a_cut_when_some_weig
     assert text.startswith("mu_head.bias, mu_head.weight never get a gradient, and rollout.py:4 `log_probs = ")
 
 
+def test_torchs_warning_of_a_std_over_one_element_names_the_op_where_no_replay_can_run(tmp_path) -> None:
+    import importlib.util
+    import warnings
+
+    from tuidebug.probes.unsafe_math import _warned
+    script = tmp_path / "ppo.py"
+    script.write_text("import torch\n"
+                      "def normalise(advantages):\n"
+                      "    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)\n")
+    spec = importlib.util.spec_from_file_location("ppo", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    warned_always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert module.normalise(torch.randn(64)).isfinite().all()
+            assert module.normalise(torch.randn(1)).isnan().all()  # the last minibatch holds one transition
+    finally:
+        torch.set_warn_always(warned_always)
+    facts = Facts()
+    for warning in caught:
+        facts.note_warning(warning.category, str(warning.message), warning.filename, warning.lineno)
+
+    culprit, evidence = _warned(types.SimpleNamespace(run=types.SimpleNamespace(facts=facts)))
+
+    assert culprit is not None and (culprit.op, culprit.kind, culprit.site.line) == ("std", "statistics", 3)
+    assert evidence == [f"torch warned \"std(): degrees of freedom is <= 0. Correction should be strictly less than the "
+                        f"reduction factor (input numel divided by output numel).\" at {culprit.site} while the script "
+                        "ran: a std over one element is NaN"]
+
+
 def test_a_rate_held_at_exactly_zero_is_a_finding_however_late_it_came() -> None:
     zeroed = Facts()
     for step in range(1, 131):

@@ -158,6 +158,9 @@ GRAPH_CUT_WARNINGS = ("To copy construct from a tensor", "Converting a tensor wi
 # before LoRA blocks): its outputs then carry no graph to the weights inside it. torch attributes the warning
 # to its own frame, so the user's line is taken from the stack.
 CHECKPOINT_WARNING = "None of the inputs have requires_grad=True"
+# torch warns, at the user's line, when a std or var reduces over one element (degrees of freedom <= 0): its
+# result is NaN. Where no replay of the failing step can run, that warning names the op that made the NaN.
+DOMAIN_WARNING = "degrees of freedom is <= 0"
 REBUILDS = re.compile(r"\b(torch\.(tensor|Tensor|FloatTensor|as_tensor|DoubleTensor)|np\.(array|asarray))\(")
 
 
@@ -518,6 +521,7 @@ class Facts:
     loaders: dict[int, LoaderSeen] = field(default_factory=dict)  # id(DataLoader) -> what was seen of it
     numeric_warnings: list[tuple[Site, str]] = field(default_factory=list)  # numpy's, at the user's lines
     graph_cuts: list[tuple[Site, str]] = field(default_factory=list)  # torch's, where a tensor is rebuilt
+    domain_warnings: list[tuple[Site, str]] = field(default_factory=list)  # torch's, a std of one element
     checkpoint_cuts: list[tuple[Site, str]] = field(default_factory=list)  # a reentrant checkpoint given no grad
     copied_parameters: list[tuple[str, str]] = field(default_factory=list)  # see ``copied_parameters``
     detached_return: tuple[str, Site] | None = None  # (module, line) whose forward returns .data / .detach()
@@ -1111,7 +1115,8 @@ class Facts:
 
     def note_warning(self, category: type, message: str, filename: str, lineno: int) -> None:
         """Warnings at a user's line that are evidence: numpy's floating-point RuntimeWarning ("divide by zero
-        encountered in divide"), torch's when a tensor is rebuilt from tensors that require grad, and its reentrant
+        encountered in divide"), torch's when a tensor is rebuilt from tensors that require grad or a std is taken
+        over one element, and its reentrant
         checkpoint's given no input that requires grad (at the user's line on the stack)."""
         if issubclass(category, UserWarning) and message.startswith(CHECKPOINT_WARNING):
             site = user_site()
@@ -1127,6 +1132,8 @@ class Facts:
         elif issubclass(category, UserWarning) and message.startswith(GRAPH_CUT_WARNINGS) and \
                 REBUILDS.search(site.text):
             kept = self.graph_cuts
+        elif issubclass(category, UserWarning) and DOMAIN_WARNING in message:
+            kept = self.domain_warnings
         else:
             return
         if len(kept) < WARNINGS_KEPT and all(s != site for s, _ in kept):

@@ -453,6 +453,9 @@ def unsafe_math(ctx: ProbeContext) -> ProbeOutcome:
             forward, backward, result = _watched_from_checkpoint(ctx) or (forward, backward, result)
     except (NeedsLoop, LoopGone, NoPipeline) as exc:
         if on_values.culprit is None:
+            on_values.culprit, said = _warned(ctx)
+            on_values.evidence += said
+        if on_values.culprit is None:
             raise
         forward, backward, result = ForwardWatch(), BackwardWatch(), None
         on_values.evidence.append(f"no replay of the failing step: {_why_no_loop(exc)}")
@@ -552,6 +555,18 @@ def _trials(ctx: ProbeContext, culprit: Culprit) -> ReplayedFix | None:
     return ReplayedFix([f"replay from {start.label} as written: {as_written.describe()}",
                         f"... with {culprit.kind} made safe at {culprit.site.short}{safe.also()}: {fixed.describe()}"],
                        as_written.blew_up and fixed.holds, fixed.final if fixed.holds else None)
+
+
+def _warned(ctx: ProbeContext) -> tuple[Culprit | None, list[str]]:
+    """The op torch warned about at the user's line while the run ran (a std over one element, NaN by
+    definition): the culprit where no replay can show one."""
+    for site, warned in ctx.run.facts.domain_warnings:
+        message = warned.split(" (Triggered internally", 1)[0]
+        op = message.split("(", 1)[0].strip()
+        if category(op) == "statistics":
+            return (Culprit(op, site, "NaN from a reduction over a single element: a batch of one sample"),
+                    [f"torch warned \"{message}\" at {site} while the script ran: a {op} over one element is NaN"])
+    return None, []
 
 
 def _why_no_loop(exc: Exception) -> str:
