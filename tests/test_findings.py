@@ -750,6 +750,25 @@ def test_gradients_switched_off_for_the_script_are_named_with_the_loss_made_to_r
     assert "drop `loss.requires_grad = True` at grad_switched_off.py:20" in result.fix
 
 
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_an_evaluation_in_training_mode_fails_only_where_batch_norm_erases_the_batch(start_run, shuffled) -> None:
+    run, session = start_run(SCRIPTS / "val_in_train_mode.py", *(["--shuffle-val"] if shuffled else []), break_at=30)
+    wait_for(lambda: session.state == "paused", 60, "the break at step 30")
+    run.command("probe", name="learning.mode", params={})
+    wait_for(lambda: "learning.mode" in session.probe_results, 60, "learning.mode's result")
+    result = session.probe_results["learning.mode"]
+
+    assert any("calls under torch.no_grad() whose output goes to the loss at val_in_train_mode.py:30" in line
+               for line in result.evidence), (result.summary, result.evidence)
+    assert any("scored again" in line for line in result.evidence)
+    if shuffled:  # mixed batches: their statistics are the running ones, and the two modes agree
+        assert result.status == "pass", result.summary
+    else:
+        assert result.status == "fail" and result.data["cause"] == "eval_mode_training"
+        assert "evaluated in training mode (val_in_train_mode.py:28 `model.train()`)" in result.summary
+        assert "in place of the model.train() at val_in_train_mode.py:28" in result.fix
+
+
 def test_gradients_never_reset_are_found_when_the_first_parameter_starts_with_a_zero_gradient(start_run) -> None:
     """LoRA: A's gradient is zero while B is still 0, so an early check sees clean gradients; the latest decide."""
     result = check_at(start_run, "lora_no_zero_grad.py", "learning.zero_grad", 20)

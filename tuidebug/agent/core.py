@@ -31,7 +31,7 @@ from tuidebug.agent.client import AgentClient
 from tuidebug.agent.crash import FailedLoss, FailedModule, LoaderShape
 from tuidebug.agent.control import Control
 from tuidebug.agent.facts import (IDLE_STEPS, MADE_IN_FORWARD_SEEN, Facts, IdleOptimizer, LoaderSeen, SchedulerCalls,
-                                  watch_head)
+                                  TrainModeEvaluation, watch_head)
 from tuidebug.agent.gradients import (COST_SMOOTHING, NormSampler, ParameterLists, blocks_host, stacked_norms,
                                      total_of, values_of, with_dense_grad)
 from tuidebug.agent.kept_batches import KeptBatches
@@ -249,6 +249,8 @@ class Agent:
         self.checks = CheckSchedule()  # which steps run the sampled checks
         self._made_in_forward: list[tuple[torch.nn.Module, Site | None]] = []  # until the model's output
         self._made_seen = 0
+        self._evaluating: tuple | None = None  # a no_grad call of the model in training mode, until its loss
+        self._batch_norm_models: dict[int, bool] = {}  # id(model) -> whether it has batch norm that tracks statistics
         self._clipped: list[torch.Tensor] = []
         self._clip_at: float | None = None
         self._stepped = False
@@ -472,6 +474,8 @@ class Agent:
             return inputs.args, inputs.kwargs
         if torch.is_inference_mode_enabled():
             return None  # an evaluation's inputs are inference tensors: no replay can train on them
+        if not torch.is_grad_enabled():
+            self._evaluating = (args, kwargs) if self._in_training_mode_with_batch_norm() else None
         self.observed.model_inputs = (args, kwargs)
         tensors = tensors_of((args, kwargs))
         self.facts.calls_since_backward += 1
@@ -494,6 +498,35 @@ class Agent:
             self.step_inputs.append(StepInputs(self.step + 1, args, kwargs, self._loss_targets,
                                                self.observed.input_size), tensors)
         return None
+
+    def _in_training_mode_with_batch_norm(self) -> bool:
+        model = self.observed.model
+        if model is None or not model.training:
+            return False
+        known = self._batch_norm_models.get(id(model))
+        if known is None:
+            known = self._batch_norm_models[id(model)] = any(
+                isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats for m in model.modules())
+        return known
+
+    def _observe_evaluation(self, input: Any, target: Any, call: Callable, kwargs: dict) -> None:
+        """The loss of a no_grad call of the model in training mode (an evaluation that forgot model.eval())."""
+        evaluating, self._evaluating = self._evaluating, None
+        found, key = self.observed.key_in_output(input)
+        model = self.observed.model
+        if not found or model is None:
+            return
+        inputs = map_tensors(evaluating, torch.Tensor.detach)
+        target = target.detach() if isinstance(target, torch.Tensor) else target
+        first = self.facts.train_mode_evaluation
+        self.facts.observe_train_mode_evaluation(TrainModeEvaluation(
+            self.step, inputs, key, (call, target, kwargs), first.loss_site if first else user_site(),
+            self.facts.train_sites.get(id(model))))
+
+    def on_train_called(self, module: torch.nn.Module, caller: Any) -> None:
+        """``module.train()`` called from the user's own code: where, for an evaluation left in training mode."""
+        if caller is not None and is_user_file(caller.f_code.co_filename):
+            self.facts.train_sites[id(module)] = Site(caller.f_code.co_filename, caller.f_lineno, caller.f_code.co_name)
 
     def on_module_made_in_forward(self, module: torch.nn.Module) -> None:
         """A module built while a forward runs: held until the model's output, when its weights exist."""
@@ -551,6 +584,8 @@ class Agent:
             return self.probes.replay_target(target)
         if torch.is_inference_mode_enabled():
             return target  # an evaluation's: nothing a replay could train on
+        if self._evaluating is not None and not torch.is_grad_enabled():
+            self._observe_evaluation(input, target, call, kwargs)
         seen = self.observed
         if seen.criterion is None:
             found, key = seen.key_in_output(input)

@@ -158,6 +158,9 @@ GRAPH_CUT_WARNINGS = ("To copy construct from a tensor", "Converting a tensor wi
 # before LoRA blocks): its outputs then carry no graph to the weights inside it. torch attributes the warning
 # to its own frame, so the user's line is taken from the stack.
 CHECKPOINT_WARNING = "None of the inputs have requires_grad=True"
+# The model called in training mode under no_grad with its output given to a loss, this many times: an
+# evaluation loop (a validation set's batches), not one call of a monitor or a teacher.
+TRAIN_MODE_EVALUATIONS = 3
 # torch warns, at the user's line, when a std or var reduces over one element (degrees of freedom <= 0): its
 # result is NaN. Where no replay of the failing step can run, that warning names the op that made the NaN.
 DOMAIN_WARNING = "degrees of freedom is <= 0"
@@ -209,6 +212,20 @@ class MadeInForward:
         where = f" at {self.site}" if self.site is not None else ""
         return (f"`{self.kind}` is built inside forward{where} at every step ({len(self.steps)} steps seen): its "
                 "weights are new random ones at each call, not a part of the model, and no optimizer holds them")
+
+
+@dataclass
+class TrainModeEvaluation:
+    """The model called under torch.no_grad() in training mode, with batch norm in it, its output given to a
+    loss: an evaluation whose batch norm normalises each batch with that batch's own statistics (and moves
+    the running ones). Kept: the latest such call, to replay in both modes."""
+
+    step: int
+    inputs: tuple  # (args, kwargs) of the model call, detached
+    key: Any  # the item of the output the loss was given (None: the output itself)
+    loss: tuple  # (function, target, kwargs): the loss call as the script made it
+    loss_site: Site | None  # the user's line of the loss call
+    mode_site: Site | None  # the user's line of the model's last .train() before it
 
 
 @dataclass
@@ -460,6 +477,9 @@ class Facts:
     mode_checks: list[tuple[int, bool]] = field(default_factory=list)  # (step, model.training)
     eval_parts: list[tuple[int, list[tuple[str, int]]]] = field(default_factory=list)  # (step, [(name, id)])
     has_mode_layers: bool = False
+    train_sites: dict[int, Site] = field(default_factory=dict)  # id(module) -> the user's line of its last .train()
+    train_mode_evaluations: int = 0  # calls of the model in training mode under no_grad whose output went to a loss
+    train_mode_evaluation: TrainModeEvaluation | None = None  # the latest
     schedulers: dict[int, SchedulerCalls] = field(default_factory=dict)
     manual_updates: int = 0
     one_hot: dict[str, set[int]] = field(default_factory=dict)  # site -> widths, for calls without num_classes
@@ -553,6 +573,7 @@ class Facts:
                             ("idle_optimizer", lambda: self.idle_optimizer and self.idle_optimizer.text()),
                             ("graph_cut", self._graph_cut),
                             ("eval_mode", self._eval_mode), ("loss_input", self._loss_input),
+                            ("evaluated_in_train_mode", self.evaluated_in_train_mode),
                             ("no_optimizer_step", self._no_step), ("loss_without_backward", self._no_backward),
                             ("lr_schedule", lambda: self._schedule(step)),
                             ("lr_collapsed", lambda: self._collapsed_rate(step)),
@@ -767,6 +788,20 @@ class Facts:
             return None
         return (f"the model trains in eval mode (model.training is False at steps "
                 f"{', '.join(str(s) for s, _ in recent)}): dropout is off and batch norm uses its running statistics")
+
+    def evaluated_in_train_mode(self) -> str | None:
+        """The finding: an evaluation loop run in training mode (see ``TrainModeEvaluation``)."""
+        evaluation = self.train_mode_evaluation
+        if evaluation is None or self.train_mode_evaluations < TRAIN_MODE_EVALUATIONS:
+            return None
+        where = f" (after model.train() at {evaluation.mode_site})" if evaluation.mode_site else ""
+        return (f"the model is evaluated in training mode{where}: {self.train_mode_evaluations} calls under "
+                f"torch.no_grad() whose output goes to the loss at {evaluation.loss_site}, with batch norm normalising "
+                "each batch by its own statistics")
+
+    def observe_train_mode_evaluation(self, evaluation: TrainModeEvaluation) -> None:
+        self.train_mode_evaluations += 1
+        self.train_mode_evaluation = evaluation
 
     def record_mode(self, step: int, model: torch.nn.Module) -> None:
         """The model's mode at a sampled step, and the parts of it in eval mode while it trains (the

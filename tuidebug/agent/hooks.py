@@ -301,6 +301,8 @@ def _install_state_hooks(agent: Agent) -> Callable[[], None]:
         def train(self: torch.nn.Module, mode: bool = True) -> Any:
             if not mode and agent.active():
                 agent.on_eval_called(self, sys._getframe(1))
+            elif mode and agent.active():
+                agent.on_train_called(self, sys._getframe(1))
             return original(self, mode)
         return train
 

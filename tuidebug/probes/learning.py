@@ -1135,6 +1135,13 @@ def _activation_sites(ctx: ProbeContext, call: Any, names: set[str]) -> list[Sit
 
 # --- training mode --------------------------------------------------------------------------
 
+# An evaluation run in training mode matters when it scores its batch no better than the untrained model
+# did: a loss, as the script computes it, of at least UNLEARNED times the run's first training loss, while
+# the same batch in eval mode scores under half of that. Over a shuffled batch the batch's statistics are
+# close to the running ones, and a model that learned scores far below its first loss in either mode (loss
+# ratios between the two modes say nothing there: near 0 both are noise, 0.016 against 0.0006).
+UNLEARNED = 0.5
+
 @probe("learning.mode")
 def mode(ctx: ProbeContext) -> ProbeOutcome:
     facts = ctx.run.facts
@@ -1149,6 +1156,12 @@ def mode(ctx: ProbeContext) -> ProbeOutcome:
     site, caller = facts.eval_at_training or facts.eval_sites.get(id(model)) or (None, None)
     if site:
         evidence.append(f"model.eval() called at {site}" + (f" (called from {caller})" if caller else ""))
+    found = facts.evaluated_in_train_mode()
+    if found and facts.train_mode_evaluation is not None and not evaluating:
+        evidence.append(found)
+        outcome = _evaluation_in_train_mode(ctx, facts.train_mode_evaluation, evidence)
+        if outcome is not None:
+            return outcome
     parts = facts.parts_in_eval() if not evaluating else []
     if parts:
         return _parts_in_eval(ctx, parts, evidence)
@@ -1173,6 +1186,46 @@ def mode(ctx: ProbeContext) -> ProbeOutcome:
             f": the model.eval() at {site.short} leaves it in eval mode" if site else "")
     return ProbeOutcome(FAIL, f"the model trains in eval mode{where}: dropout is off and batch norm uses its "
                         "running statistics", evidence, fix, data={"cause": "eval_mode_training", "confirmed": confirmed})
+
+
+def _evaluation_in_train_mode(ctx: ProbeContext, evaluation: Any, evidence: list[str]) -> ProbeOutcome | None:
+    """The script evaluates in training mode: its latest evaluation batch scored again, as the script did and in
+    eval mode. Batch norm in training mode normalises each batch by its own statistics: over a shuffled batch
+    they are close to the running ones; over a batch of one clip, one speaker, one class, it normalises away
+    what tells them apart, and the evaluation shows a model that never learned (see UNLEARNED)."""
+    model = ctx.run.model
+    first = next((s.loss for s in ctx.history if s.loss is not None and math.isfinite(s.loss)), None)
+    args, kwargs = evaluation.inputs
+    function, target, loss_kwargs = evaluation.loss
+    was_training, losses = model.training, {}
+    try:
+        with torch.no_grad():
+            for training in (True, False):
+                model.train(training)
+                output = model(*args, **kwargs)
+                losses[training] = float(function(output if evaluation.key is None else output[evaluation.key],
+                                                  target, **loss_kwargs))
+    except Exception as exc:  # the script's own model and loss, on a batch kept from its evaluation
+        evidence.append(f"the evaluation batch of step {evaluation.step} could not be scored again: "
+                        f"{type(exc).__name__}: {exc}")
+        return None
+    finally:
+        model.train(was_training)
+    evidence.append(f"the evaluation batch of step {evaluation.step} scored again: loss {losses[True]:.4g} in training "
+                    f"mode (as the script runs it), {losses[False]:.4g} in eval mode; the run's first training loss "
+                    + (f"{first:.4g}" if first is not None else "unknown"))
+    if first is None or first <= 0 or not all(map(math.isfinite, losses.values())) or \
+            losses[True] < UNLEARNED * first or losses[False] > 0.5 * losses[True]:
+        return None
+    where = evaluation.mode_site or evaluation.loss_site
+    fix = (f"call model.eval() before evaluating (in place of the model.train() at {evaluation.mode_site.short})"
+           if evaluation.mode_site else f"call model.eval() before the evaluation at {evaluation.loss_site.short}") + \
+        ", and model.train() again before training"
+    return ProbeOutcome(FAIL, f"the model is evaluated in training mode{f' ({where})' if where else ''}: batch norm "
+                        f"normalises each evaluation batch by its own statistics, so it scores no better than the "
+                        f"untrained model (loss {losses[True]:.4g}, the run's first {first:.4g}) where eval mode scores "
+                        f"{losses[False]:.4g}", evidence, fix,
+                        data={"cause": "eval_mode_training", "confirmed": True})
 
 
 def _parts_in_eval(ctx: ProbeContext, parts: list[tuple[str, int]], evidence: list[str]) -> ProbeOutcome:
