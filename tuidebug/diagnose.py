@@ -273,14 +273,12 @@ class Runs:
             return None
         if self.rerun is not None:
             self.rerun.close()
-        steps = self.session.step
-        failed_at = self.session.counters.first_nonfinite_step
-        if steps < 1 and failed_at is None:
+        at = rerun_pause_step(self.session)
+        if at is None:
             self.rerun_failed = "the script completed no step, so no step of it can be paused at"
             return None
         self.reruns += 1
         session = Session(self.target.name, self.target.args)
-        at = failed_at + RERUN_AT if failed_at is not None else min(RERUN_AT, steps)
         run = ChildRun(self.target, session, {**_agent_options(at), "scratch_writes": self.scratch},
                        capture_output=True)
         run.start()
@@ -299,6 +297,19 @@ class Runs:
                 run.command("quit")
                 run.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def rerun_pause_step(first: Session) -> int | None:
+    """The step a second run pauses at: early (RERUN_AT, or the first run's last step), or where the first run
+    went non-finite: break-on-NaN pauses it there, RERUN_AT steps before this. None: no step to pause at."""
+    with first.lock:
+        steps, failed_at = first.step, first.counters.first_nonfinite_step
+        if failed_at is None:  # a loss caught before its backward: that step never completed, its event says when
+            failed_at = next((e.step for e in first.events if e.kind in ("nonfinite_loss", "nonfinite_grad")
+                              and e.step is not None), None)
+    if failed_at is not None:
+        return failed_at + RERUN_AT
+    return min(RERUN_AT, steps) if steps >= 1 else None
 
 
 def _agent_options(break_at: int) -> dict[str, Any]:
