@@ -135,7 +135,7 @@ def made_in_getitem(dataset: Any, indices: list[int], tries: int = 1) -> tuple[l
         if culprit is None:
             continue
         found = found or culprit
-        lines.append(f"sample {index} is made non-finite in the Dataset: {culprit.line()}")
+        lines.append(f"sample {index} is made non-finite in the Dataset: {culprit.line(in_model=False)}")
         lines += [f"sample {index}: {risk}" for site, risk in watch.risky.items() if site == str(culprit.site)]
     return lines, found
 

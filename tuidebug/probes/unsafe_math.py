@@ -114,9 +114,11 @@ class Culprit:
     def kind(self) -> str:
         return self.op if self.op in FIXES else category(self.op)
 
-    def line(self) -> str:
-        where = "in backward" if self.backward else "in forward"
-        return f"{display_name(self.op)} at {self.site} ({where}): {self.detail}"
+    def line(self, in_model: bool = True) -> str:
+        """The op, its line and what made it non-finite; ``in_model``: say whether in forward or backward (not
+        for an op of a Dataset's __getitem__)."""
+        where = (" (in backward)" if self.backward else " (in forward)") if in_model else ""
+        return f"{display_name(self.op)} at {self.site}{where}: {self.detail}"
 
 
 def _finite(tensors: list[torch.Tensor]) -> bool:
