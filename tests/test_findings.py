@@ -271,6 +271,25 @@ def test_a_fixed_index_past_the_last_short_batch_is_a_crash_named_with_the_loade
            "drop_last=True to the DataLoader (made at train.py:98)" in crash.fix
 
 
+def test_next_past_a_loaders_last_batch_names_the_pass_length_and_a_new_pass_as_the_fix() -> None:
+    from tuidebug.agent.crash import LoaderShape, analyse
+
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(100, 3)), batch_size=32)
+    batch_iterator = iter(loader)
+    with pytest.raises(StopIteration) as raised:
+        for _ in range(5):
+            images = next(batch_iterator)
+    crash = analyse(raised.value, None, None, 32, {}, loader=LoaderShape(100, 32, False, "train.py:75 in train"))
+
+    line = crash.site.split(" ")[0]
+    assert crash.kind == "other" and line.startswith("test_findings.py:")
+    assert crash.findings == [f"next() at {line} ran past the last batch of its iterator: one pass over the DataLoader "
+                              "(made at train.py:75) is 100 samples in batches of 32 = 4 batches, and the loop asks "
+                              "for more"]
+    assert crash.fix.startswith(f"at {line}: start a new pass when the iterator runs out")
+    assert images[0].shape == (4, 3)
+
+
 def test_a_metrics_states_are_weighed_together_against_the_failed_allocation() -> None:
     def held(name: str, size: int) -> holders.Holding:
         return holders.Holding(name, "list of 11 tensors", "BinaryAveragePrecision", 11, size, None, None)

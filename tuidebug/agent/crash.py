@@ -164,6 +164,8 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
                               "leads from it to any parameter")
     elif _index_past_size(crash, exc, loader):
         pass
+    elif isinstance(exc, StopIteration) and crash.site and "next(" in crash.site:
+        _loader_exhausted(crash, loader)
     elif isinstance(exc, (RuntimeError, ValueError, IndexError)) and SHAPE_MESSAGE.search(str(exc)) and \
             evaluated_after is not None and _raised_on_user_line(tb):
         _evaluation_shape_error(crash, str(exc), evaluated_after)
@@ -470,6 +472,24 @@ def _single_sample_batch(crash: Crash, failed: FailedModule | None, loader: Load
     crash.fix = (f"pass drop_last=True to the training DataLoader{made} so that its last batch of a single sample "
                  "is skipped (or keep batches above 1 sample another way: a data set size that is not 1 more than a "
                  "multiple of the batch size)")
+
+
+def _loader_exhausted(crash: Crash, loader: LoaderShape | None) -> None:
+    """``next(batch_iterator)`` past the end of one pass: an iterator over a DataLoader gives one epoch's
+    batches, and a loop counted in iterations (ssd.pytorch's MAX_ITER) asks for more."""
+    line = crash.site.split(" ")[0]
+    made = f" (made at {loader.created.split(' ', 1)[0]})" if loader is not None and loader.created else ""
+    if loader is not None and loader.dataset_length and loader.batch_size:
+        n, b = loader.dataset_length, loader.batch_size
+        batches = n // b if loader.drop_last else -(-n // b)
+        crash.findings.append(f"next() at {line} ran past the last batch of its iterator: one pass over the "
+                              f"DataLoader{made} is {n} samples in batches of {b} = {batches} batches, and the loop "
+                              "asks for more")
+    else:
+        crash.findings.append(f"next() at {line} ran past the last item of its iterator: one pass over a DataLoader "
+                              "ends after its last batch, and the loop asks for more")
+    crash.fix = (f"at {line}: start a new pass when the iterator runs out (`try: batch = next(it)` / `except "
+                 "StopIteration: it = iter(loader); batch = next(it)`), or loop over epochs of the DataLoader")
 
 
 TENSOR_INDEX = re.compile(r"index (-?\d+) is out of bounds for dimension (\d+) with size (\d+)")
