@@ -292,14 +292,3 @@ def test_several_proven_nan_fixes_are_ranked_by_their_final_loss_unless_the_obje
     assert chosen(lr_loss=0.286, math_loss=0.296) == "nan.unsafe_math"  # within TRIAL_TIE: a tie, the order decides
     assert chosen(lr_loss=0.27, math_loss=0.296) == "nan.lr"
     assert chosen(lr_loss=-1.6, math_loss=-0.6) == "nan.unsafe_math"  # no floor: the most specific change
-
-
-def test_a_second_run_pauses_where_the_first_went_non_finite_even_before_that_steps_backward():
-    from tuidebug.diagnose import RERUN_AT, rerun_pause_step
-
-    assert rerun_pause_step(_session_with(steps=40)) == RERUN_AT  # early: no failure to reach
-    assert rerun_pause_step(_session_with(steps=3)) == 3
-    assert rerun_pause_step(Session("train.py", [])) is None
-    caught = Event(kind="nonfinite_loss", message="non-finite loss (inf) before backward", time=time.time(), step=117)
-    # the loss was caught before its backward: no step record says so, only the event (before, step 10 here)
-    assert rerun_pause_step(_session_with(caught, steps=117)) == 117 + RERUN_AT

@@ -34,7 +34,11 @@ from tuidebug.tree import Walk, load_tree
 from tuidebug.triage import loss_trend, preselect
 
 HEALTHY, DIAGNOSED, TOOL_ERROR, INCONCLUSIVE = 0, 1, 2, 3
-RERUN_AT = 10  # a second run pauses at this step (or at the first one's non-finite value, at most this much later)
+# A second run pauses at this step (or at the first one's non-finite value, at most this much later). A loss
+# caught before its backward leaves no step record: the second run then pauses here, before the climb, and the
+# NaN probes' replays run through it. Pausing at the failure instead was tried: the replays then start from a
+# checkpoint inside the climb, where clipping can no longer save an exploding LSTM (a corpus case lost its verdict).
+RERUN_AT = 10
 # Second runs of the script, in all: a loop without a DataLoader lends its own iterations to the probes, so
 # a short one can end under each probe that trains; each probe gets at most one fresh second run.
 MAX_RERUNS = 5
@@ -273,12 +277,14 @@ class Runs:
             return None
         if self.rerun is not None:
             self.rerun.close()
-        at = rerun_pause_step(self.session)
-        if at is None:
+        steps = self.session.step
+        failed_at = self.session.counters.first_nonfinite_step
+        if steps < 1 and failed_at is None:
             self.rerun_failed = "the script completed no step, so no step of it can be paused at"
             return None
         self.reruns += 1
         session = Session(self.target.name, self.target.args)
+        at = failed_at + RERUN_AT if failed_at is not None else min(RERUN_AT, steps)
         run = ChildRun(self.target, session, {**_agent_options(at), "scratch_writes": self.scratch},
                        capture_output=True)
         run.start()
@@ -297,19 +303,6 @@ class Runs:
                 run.command("quit")
                 run.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
-
-
-def rerun_pause_step(first: Session) -> int | None:
-    """The step a second run pauses at: early (RERUN_AT, or the first run's last step), or where the first run
-    went non-finite: break-on-NaN pauses it there, RERUN_AT steps before this. None: no step to pause at."""
-    with first.lock:
-        steps, failed_at = first.step, first.counters.first_nonfinite_step
-        if failed_at is None:  # a loss caught before its backward: that step never completed, its event says when
-            failed_at = next((e.step for e in first.events if e.kind in ("nonfinite_loss", "nonfinite_grad")
-                              and e.step is not None), None)
-    if failed_at is not None:
-        return failed_at + RERUN_AT
-    return min(RERUN_AT, steps) if steps >= 1 else None
 
 
 def _agent_options(break_at: int) -> dict[str, Any]:
