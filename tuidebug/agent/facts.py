@@ -1151,8 +1151,8 @@ class Facts:
     def note_warning(self, category: type, message: str, filename: str, lineno: int) -> None:
         """Warnings at a user's line that are evidence: numpy's floating-point RuntimeWarning ("divide by zero
         encountered in divide"), torch's when a tensor is rebuilt from tensors that require grad or a std is taken
-        over one element, and its reentrant
-        checkpoint's given no input that requires grad (at the user's line on the stack)."""
+        over one element, and its reentrant checkpoint's given no input that requires grad (at the user's line on
+        the stack)."""
         if issubclass(category, UserWarning) and message.startswith(CHECKPOINT_WARNING):
             site = user_site()
             if site is not None and not self.checkpoint_cuts:

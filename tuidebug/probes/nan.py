@@ -38,8 +38,7 @@ from tuidebug.probes.failing_loss import failing_loss
 from tuidebug.probes.holders import user_object
 from tuidebug.probes.inputs import data_tensors
 from tuidebug.probes.source import (assignments, calls_named, clip_arguments, dotted_value, in_files, keyword_values,
-                                    rate_argument_sites,
-                                    switched_off_clips)
+                                    rate_argument_sites, switched_off_clips)
 from tuidebug.probes.trials import Start, Trial, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.unsafe_math import display_name
 from tuidebug.probes.watch import OpWatch, op_tensors

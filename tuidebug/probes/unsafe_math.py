@@ -142,6 +142,8 @@ def _range(t: torch.Tensor) -> str:
 class ForwardWatch(OpWatch):
     """The first unsafe op whose output went non-finite from inputs that were not, and risky calls."""
 
+    keeps_overwritten = True
+
     def __init__(self) -> None:
         super().__init__()
         self.first: Culprit | None = None

@@ -76,6 +76,8 @@ def op_tensors(values: Any) -> list[torch.Tensor]:
 class OpWatch(TorchFunctionMode):
     """Calls ``visit(name, args, kwargs, result, site)`` for every torch call of the user's code."""
 
+    keeps_overwritten = False  # a watch that reads ``overwritten`` (the others need no copy of in-place operands)
+
     def __init__(self) -> None:
         super().__init__()
         self.calls = 0
@@ -87,7 +89,7 @@ class OpWatch(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         watching = self.calls < MAX_CALLS and self.failed is None and not self.done()
-        before = _kept_before(func, args) if watching else None
+        before = _kept_before(func, args) if watching and self.keeps_overwritten else None
         result = func(*args, **kwargs)
         self.calls += 1
         if watching:
