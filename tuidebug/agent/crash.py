@@ -25,7 +25,8 @@ import torch
 
 from tuidebug.format import bytes_text
 from tuidebug.probes.shape import classes_moved_to_dim1
-from tuidebug.probes.source import assigned_value, assignments, calls_named, module_site
+from tuidebug.probes.source import (MISSING, assigned_value, assignments, attribute_chain, calls_named, frame_value,
+                                    module_site)
 from tuidebug.sites import Site, frame_locals, innermost_user_site, is_user_file, user_frames
 
 SHAPE_MESSAGE = re.compile(
@@ -228,8 +229,8 @@ def operands_on_line(site: Site, frame: FrameType) -> list[str]:
     """The names on the failing line with their values' shapes (``x: (64, 2048) float32``)."""
     found = []
     for name in _names(site.text):
-        value = _lookup(name, frame)
-        text = describe(value) if value is not _MISSING else None
+        value = frame_value(name, frame)
+        text = describe(value) if value is not MISSING else None
         if text is not None:
             found.append(f"{name}: {text}")
         if len(found) >= MAX_OPERANDS:
@@ -237,7 +238,6 @@ def operands_on_line(site: Site, frame: FrameType) -> list[str]:
     return found
 
 
-_MISSING = object()
 
 
 def _names(line: str) -> list[str]:
@@ -252,41 +252,12 @@ def _names(line: str) -> list[str]:
             continue
     else:
         return list(dict.fromkeys(re.findall(r"[A-Za-z_][\w.]*", text)))
-    chains = [(node.col_offset, c) for node in ast.walk(tree) if isinstance(node, ast.Attribute) and (c := _chain(node))]
+    chains = [(node.col_offset, c) for node in ast.walk(tree) if isinstance(node, ast.Attribute) and (c := attribute_chain(node))]
     heads = {chain.split(".")[0] for _, chain in chains}
     plain = [(node.col_offset, node.id) for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id not in heads]
     outermost = [(offset, chain) for offset, chain in chains if not any(
         other != chain and other.startswith(chain + ".") for _, other in chains)]
     return list(dict.fromkeys(name for _, name in sorted(outermost + plain)))
-
-
-def _chain(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return ".".join([node.id, *reversed(parts)])
-
-
-def _lookup(name: str, frame: FrameType) -> Any:
-    head, *rest = name.split(".")
-    scope = frame_locals(frame)
-    if head in scope:
-        value = scope[head]
-    elif head in frame.f_globals:
-        value = frame.f_globals[head]
-    else:
-        return _MISSING
-    for attr in rest:
-        if isinstance(value, torch.Tensor):  # x.shape, x.view: the tensor itself says it
-            return value
-        try:
-            value = getattr(value, attr)
-        except Exception:
-            return _MISSING
-    return value
 
 
 # --- classification by the tensors ------------------------------------------------------------

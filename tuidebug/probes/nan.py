@@ -22,6 +22,7 @@ A check fails when its cause is present; the decide node ranks the failures. The
 
 from __future__ import annotations
 
+import ast
 import collections.abc
 import dataclasses
 import inspect
@@ -37,8 +38,8 @@ from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, Need
 from tuidebug.probes.failing_loss import failing_loss
 from tuidebug.probes.holders import user_object
 from tuidebug.probes.inputs import data_tensors
-from tuidebug.probes.source import (assignments, calls_named, clip_arguments, dotted_value, in_files, keyword_values,
-                                    rate_argument_sites, switched_off_clips)
+from tuidebug.probes.source import (assignments, attribute_chain, calls_named, clip_arguments, frame_value, in_files,
+                                    keyword_values, rate_argument_sites, switched_off_clips)
 from tuidebug.probes.trials import Start, Trial, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.unsafe_math import display_name
 from tuidebug.probes.watch import OpWatch, op_tensors
@@ -398,12 +399,11 @@ def _clip_of_spent_iterator(ctx: ProbeContext) -> SpentClip | None:
     frames = ctx.run.user_frames()
     for call, name, limit in in_files(ctx.run.facts.source_files, clip_arguments):
         for frame in (f for f in frames if f.f_code.co_filename == call.path):
-            scope = {**frame.f_globals, **frame_locals(frame)}
-            value = scope.get(name)
+            value = frame_value(name, frame)
             if not isinstance(value, collections.abc.Iterator):
                 continue
             bound = [site for site in assignments(call.path, name) if site.line < call.line]
-            number = dotted_value(limit, scope)
+            number = limit.value if isinstance(limit, ast.Constant) else frame_value(attribute_chain(limit), frame)
             usable = isinstance(number, (int, float)) and not isinstance(number, bool) and 0 < number < math.inf
             return SpentClip(call, name, type(value).__name__, bound[-1] if bound else None,
                              float(number) if usable else None)

@@ -829,17 +829,41 @@ def clip_arguments(path: str) -> list[tuple[Site, str, ast.expr | None]]:
     return sorted(found, key=lambda item: item[0].line)
 
 
-def dotted_value(expression: ast.expr | None, scope: dict[str, Any]) -> Any:
-    """What a constant, a name or a dotted name (``args.max_grad_norm``, ``cfg.train.clip``) holds in
-    ``scope``, else None. Attributes are read, nothing is called."""
-    if isinstance(expression, ast.Constant):
-        return expression.value
-    if isinstance(expression, ast.Name):
-        return scope.get(expression.id)
-    if isinstance(expression, ast.Attribute):
-        owner = dotted_value(expression.value, scope)
-        return getattr(owner, expression.attr, None) if owner is not None else None
-    return None
+MISSING = object()  # what ``frame_value`` gives for a name the frame does not hold
+
+
+def attribute_chain(node: ast.AST | None) -> str | None:
+    """``self.fc.weight`` for an attribute chain on a name, the name for a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def frame_value(name: str | None, frame: FrameType) -> Any:
+    """What a name or a dotted name (``args.max_grad_norm``) holds in ``frame`` (its locals, then its globals),
+    else MISSING. Attributes are read, nothing is called; a tensor ends the chain (``x.shape``: the tensor)."""
+    if name is None:
+        return MISSING
+    head, *rest = name.split(".")
+    scope = frame_locals(frame)
+    if head in scope:
+        value = scope[head]
+    elif head in frame.f_globals:
+        value = frame.f_globals[head]
+    else:
+        return MISSING
+    for attr in rest:
+        if isinstance(value, torch.Tensor):
+            return value
+        try:
+            value = getattr(value, attr)
+        except Exception:
+            return MISSING
+    return value
 
 
 def _calls_under_if(path: str, matches: Callable[[ast.Call], bool]) -> dict[Site, Site]:
