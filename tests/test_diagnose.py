@@ -158,6 +158,61 @@ def test_a_script_that_hangs_still_gets_a_verdict_within_the_deadline(tmp_path):
     assert "hangs.py:14" in report["summary"]
 
 
+# No backward() and no optimizer: the weights are updated by hand from gradients written out (makemore's
+# manual backprop), so the agent has no point to pause at. Both phases run their own line: a thread seen
+# on another line when the pause fails is computing. The control sleeps on one line before any step.
+BY_HAND = """
+import time
+import torch
+
+torch.manual_seed(0)
+W = torch.randn(128, 128) * 0.1
+
+
+def warm_up(seconds):
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        torch.tanh(torch.randn(256, 128) @ W)
+
+
+def train():
+    global W
+    while True:
+        x = torch.randn(256, 128); h = torch.tanh(x @ W); W -= 1e-4 * (x.t() @ (1 - h ** 2))
+
+
+warm_up(6.5)
+train()
+"""
+SLEEPS_FIRST = """
+import time
+import torch
+
+model = torch.nn.Linear(4, 1)
+time.sleep(3600)
+"""
+
+
+@pytest.mark.parametrize("text, verdict", [(BY_HAND, ("inconclusive", "no_training_step")),
+                                           (SLEEPS_FIRST, ("crash", "stalled"))], ids=["computing", "sleeping"])
+def test_a_run_without_a_step_is_stalled_only_where_its_thread_stands_still(tmp_path, text, verdict):
+    script = tmp_path / "by_hand.py"
+    script.write_text(text)
+    out = tmp_path / "report.json"
+
+    # The window (6 s) ends inside the warm-up even where the agent's start-up takes seconds on a loaded box,
+    # and the failed pause's 5 s end in the loop.
+    subprocess.run([*tuidebug_command(), "diagnose", "--json", str(out), "--seconds", "6", "--timeout", "40",
+                    str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+
+    report = json.loads(out.read_text())
+    assert (report["failure_class"], report["cause"]) == verdict, report["summary"]
+    if verdict[1] == "stalled":
+        assert "by_hand.py:6" in report["summary"]  # where it sleeps
+    else:
+        assert any("moved from by_hand.py:12" in line and "to by_hand.py:18" in line for line in report["evidence"])
+
+
 SEQUENCE_MODEL = """
 import copy
 import torch

@@ -158,14 +158,15 @@ def observe(run: ChildRun, session: Session, options: DiagnoseOptions, deadline:
         elif session.step > 0 and now - last_change > _stall_after(session, between or first_gap):
             _report_stall(run, session, now - last_change)
             return
+    before = None
     if session.step == 0 and not session.ended:
-        where = run.stack_sample()
+        before = run.stack_sample()
         session.note("no_step_yet", f"no optimizer step in the first {options.seconds:.0f}s"
-                     + (f": the training thread is at {where}" if where else ""))
+                     + (f": the training thread is at {before}" if before else ""))
     run.command("pause")
     grace = max(PAUSE_GRACE, 2 * _typical_step(session, between or first_gap))  # the pause waits for the step to end
     if not wait_until(session, lambda: stopped(session), grace):
-        _report_stall(run, session, grace, pausing=True)
+        _report_stall(run, session, grace, pausing=True, before=before)
 
 
 def _building(session: Session) -> list[Event]:
@@ -208,8 +209,16 @@ def _stall_after(session: Session, longest_gap: float) -> float:
     return max(STALL_SECONDS, STALL_FACTOR * _typical_step(session, longest_gap))
 
 
-def _report_stall(run: ChildRun, session: Session, seconds: float, pausing: bool = False) -> None:
+def _report_stall(run: ChildRun, session: Session, seconds: float, pausing: bool = False,
+                  before: str | None = None) -> None:
+    """A stall, unless the run has made no step at all and its thread has moved since ``before`` (where it
+    was when the window ended): a loop that never calls backward() or an optimizer (gradients by hand,
+    torch.func) has no point to pause at, and a thread on another line is computing, not stuck."""
     where = run.stack_sample()
+    if session.step == 0 and before and where and where != before:
+        session.note("no_step_yet", f"no pause point reached in {seconds:.0f}s more, and the training thread "
+                     f"moved from {before} to {where}: it computes without a training step tuidebug can see")
+        return
     what = "did not reach a safe point to pause" if pausing else "made no step"
     session.note("stall", f"the run {what} for {seconds:.0f}s after step {session.step}"
                  + (f"; the training thread is at {where}" if where else ""))
@@ -234,7 +243,7 @@ class Runs:
             result = run_probe(self.first, self.session, name, timeout)
         else:  # stuck where no pause can reach it: a probe would only wait for its timeout
             result = ProbeResult(run_id=0, probe=name, status="inconclusive",
-                                 summary="the first run is stuck mid-step (see the stall), and a check needs it paused",
+                                 summary="the first run is mid-step where no pause reaches it (see the evidence), and a check needs it paused",
                                  data={"needs_loop": True})
         fresh_tried = False
         while result.data.get("needs_loop") and not fresh_tried and not self.deadline.passed:
