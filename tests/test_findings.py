@@ -271,6 +271,33 @@ def test_a_fixed_index_past_the_last_short_batch_is_a_crash_named_with_the_loade
            "drop_last=True to the DataLoader (made at train.py:98)" in crash.fix
 
 
+class Decoder(nn.Module):
+    def __init__(self, vocab_size: int) -> None:
+        super().__init__()
+        self.rnn, self.generator = nn.GRU(8, 16), nn.Linear(16, vocab_size)
+
+
+def test_a_gather_of_the_log_probabilities_past_the_models_classes_names_its_output_layer() -> None:
+    """t2vec's loss reads each target's neighbours from the log-probabilities: a vocabulary of 404 for a model
+    built with 402 outputs. A gather past a width that no layer of the model has stays a shape error."""
+    from tuidebug.agent.crash import analyse
+
+    model = Decoder(402)
+    output = torch.log_softmax(torch.randn(6, 402), dim=1)
+    indices = torch.tensor([[2, 403]] * 6)
+    with pytest.raises(RuntimeError) as raised:
+        torch.gather(output, 1, indices)
+    crash = analyse(raised.value, None, None, 6, {}, model_call=(model, ((), {})))
+    other = analyse(raised.value, None, None, 6, {}, model_call=(Decoder(300), ((), {})))
+
+    assert (crash.kind, crash.cause) == ("shape", "target_out_of_range")
+    assert crash.findings[0].startswith("index 403 in dimension 1 at test_findings.py:")
+    assert crash.findings[0].endswith("past the model's 402 classes (valid 0..401): the labels reach class 403")
+    assert crash.findings[1].startswith("the model's 402 outputs a sample come from `generator` (Linear(")
+    assert crash.fix.startswith("build `generator` with as many outputs as the data has classes (at least 404)")
+    assert (other.kind, other.cause) == ("shape", "shape_mismatch")
+
+
 def test_next_past_a_loaders_last_batch_names_the_pass_length_and_a_new_pass_as_the_fix() -> None:
     from tuidebug.agent.crash import LoaderShape, analyse
 

@@ -163,6 +163,8 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
         crash.kind, crash.cause = "no_graph", "no_gradient_to_weights"
         crash.findings.append("backward() was called on a loss that does not require grad: no autograd path "
                               "leads from it to any parameter")
+    elif _index_past_classes(crash, exc, model_call[0] if model_call is not None else None):
+        pass
     elif _index_past_size(crash, exc, loader):
         pass
     elif isinstance(exc, StopIteration) and crash.site and "next(" in crash.site:
@@ -316,23 +318,36 @@ def _output_width(crash: Crash, model: torch.nn.Module | None, input: torch.Tens
     if model is None or input.dim() != 2 or target.dim() != 2 or input.shape[0] != target.shape[0]:
         return False
     width, wanted = input.shape[-1], target.shape[-1]
+    layer = _output_layer(crash, model, width)
+    if layer is None:
+        return False
+    crash.findings[-1] += f"; the targets have {wanted}"
+    name, built = layer
+    crash.fix = (f"give `{name}` {wanted} outputs, one per target column: the size it is built with"
+                 + (f" at {built}" if built else "") + f" gives {width}")
+    return True
+
+
+def _output_layer(crash: Crash, model: torch.nn.Module | None, width: int) -> tuple[str, str | None] | None:
+    """The model's last layer of ``width`` outputs (``out_features``), named in the findings with where it is
+    made and where the model is built: its name and the first building line, or None."""
+    if model is None:
+        return None
     layer = next(((name, module) for name, module in reversed(list(model.named_modules()))
                   if name and getattr(module, "out_features", None) == width), None)
     if layer is None:
-        return False
+        return None
     name, module = layer
     made = module_site(model, name)
     crash.findings.append(f"the model's {width} outputs a sample come from `{name}` ({module_text(module)})"
-                          + (f", made at {made}" if made else "") + f"; the targets have {wanted}")
+                          + (f", made at {made}" if made else ""))
     try:
         path = inspect.getsourcefile(type(model))
     except TypeError:
         path = None
     built = calls_named(path, {type(model).__name__}) if path and is_user_file(path) else []
     crash.findings += [f"{type(model).__name__} is built at {site}" for site in built[:2]]
-    crash.fix = (f"give `{name}` {wanted} outputs, one per target column: the size it is built with"
-                 + (f" at {built[0].short}" if built else "") + f" gives {width}")
-    return True
+    return name, (built[0].short if built else None)
 
 
 def _loss_findings(crash: Crash, failed: FailedLoss, model_batch: int | None, one_hot: dict[str, set[int]],
@@ -464,6 +479,31 @@ def _loader_exhausted(crash: Crash, loader: LoaderShape | None) -> None:
 
 
 TENSOR_INDEX = re.compile(r"index (-?\d+) is out of bounds for dimension (\d+) with size (\d+)")
+
+
+def _index_past_classes(crash: Crash, exc: BaseException, model: torch.nn.Module | None) -> bool:
+    """An index past the model's classes: a gather (or an index) into a dimension after the batch whose size is
+    the model's output width, at an index beyond it (t2vec's vocabulary of 404 cells for a model built with
+    402 outputs, its targets' neighbours read from the log-probabilities). The indices come from the data's
+    labels; the model is sized for fewer classes than they hold."""
+    match = TENSOR_INDEX.search(str(exc))
+    if not isinstance(exc, (RuntimeError, IndexError)) or match is None:
+        return False
+    index, dim, size = (int(group) for group in match.groups())
+    if dim == 0 or index < size:
+        return False
+    first = len(crash.findings)
+    layer = _output_layer(crash, model, size)
+    if layer is None:
+        return False
+    name, built = layer
+    line = crash.site.split(" ")[0] if crash.site else "the failing line"
+    crash.kind, crash.cause = "shape", "target_out_of_range"
+    crash.findings.insert(first, f"index {index} in dimension {dim} at {line} is past the model's {size} classes "
+                          f"(valid 0..{size - 1}): the labels reach class {index}")
+    crash.fix = (f"build `{name}` with as many outputs as the data has classes (at least {index + 1}): the size it "
+                 f"is built with{f' at {built}' if built else ''} gives {size}; or keep the labels below {size}")
+    return True
 
 
 def _index_past_size(crash: Crash, exc: BaseException, loader: LoaderShape | None) -> bool:
