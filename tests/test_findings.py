@@ -298,6 +298,28 @@ def test_a_gather_of_the_log_probabilities_past_the_models_classes_names_its_out
     assert (other.kind, other.cause) == ("shape", "shape_mismatch")
 
 
+def test_the_fast_weights_of_an_unrolled_inner_loop_are_found_where_the_models_own_are_not() -> None:
+    """MAML-style fast weights, each step's made from the last with create_graph: a dict of the model's weight
+    shapes, all autograd results. The model's own parameters (leaves) and a list of activations are not."""
+    from torch.func import functional_call
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    fast_params = dict(model.named_parameters())
+    activations = []
+    for _ in range(3):
+        out = functional_call(model, fast_params, (torch.randn(5, 4),))
+        activations.append(out)
+        grads = torch.autograd.grad(out.pow(2).mean(), list(fast_params.values()), create_graph=True)
+        fast_params = {n: p - 0.1 * g for (n, p), g in zip(fast_params.items(), grads)}
+    found = holders.weights_with_graph([sys._getframe()], model)
+
+    assert found is not None and found[0] == "fast_params" and found[2] == 4
+    assert found[1].startswith("test_findings.py:") and "fast_params = {n: p - 0.1 * g" in found[1]
+    del grads
+    fast_params = dict(model.named_parameters())
+    assert holders.weights_with_graph([sys._getframe()], model) is None
+
+
 def test_next_past_a_loaders_last_batch_names_the_pass_length_and_a_new_pass_as_the_fix() -> None:
     from tuidebug.agent.crash import LoaderShape, analyse
 

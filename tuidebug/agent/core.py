@@ -1051,6 +1051,7 @@ class Agent:
         try:
             self.facts.gathered = holders.piled(frames, self.step + 1, max(1, self.facts.outputs_per_step))
             self.facts.held_at_oom = holders.find(frames, self.observed.models, self.step + 1)
+            self.facts.unrolled_weights = holders.weights_with_graph(frames, self.model)
             self._report_findings(frames)  # graphs kept since the last sampled step, with their holders while they exist
         except Exception as exc:  # evidence only: the script's own exception is what matters
             self.event("error", f"could not search the failing frames: {type(exc).__name__}: {exc}")

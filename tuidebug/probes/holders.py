@@ -234,6 +234,32 @@ def carrying(frames: list[FrameType], tensors: list[torch.Tensor]) -> list[tuple
     return found
 
 
+def weights_with_graph(frames: list[FrameType], model: torch.nn.Module | None) -> tuple[str, str | None, int] | None:
+    """(name, feeding line, count) of a variable holding at least half of the model's weights as autograd results
+    (tensors of the parameters' shapes with a ``grad_fn``): the fast weights of an unrolled inner loop (MAML,
+    ``higher``, a differentiable optimizer), each computed from the last with its graph."""
+    if model is None:
+        return None
+    shapes = collections.Counter(tuple(p.shape) for p in model.parameters())
+    wanted, names = max(1, sum(shapes.values()) // 2), {name for name, _ in model.named_parameters()}
+    found = []
+    for name, value, path, _ in _roots(frames, [], owners=False):
+        items = list(value.values()) if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else []
+        if not wanted <= len(items) <= 2 * sum(shapes.values()):  # a data set's list is not a set of weights
+            continue
+        left, count = collections.Counter(shapes), 0
+        for item in items:
+            if isinstance(item, torch.Tensor) and item.grad_fn is not None and left[tuple(item.shape)] > 0:
+                left[tuple(item.shape)] -= 1
+                count += 1
+        if count >= wanted:
+            found.append((isinstance(value, dict) and set(value) <= names, name, path, count))
+    # The weights themselves before the gradients made with create_graph (as many, of the same shapes): a
+    # dict keyed by the parameters' names is what torch.func.functional_call takes.
+    found.sort(key=lambda candidate: not candidate[0])
+    return (found[0][1], _fed_at(found[0][1], found[0][2]), found[0][3]) if found else None
+
+
 def _held_directly(value: Any) -> list[torch.Tensor]:
     """The tensor itself, or the tensors a list or tuple holds as its items."""
     items = [value] if isinstance(value, torch.Tensor) else value if isinstance(value, (list, tuple)) else []

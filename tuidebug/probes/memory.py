@@ -536,7 +536,7 @@ def leak(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(FAIL, summary, evidence, fix, data={"cause": "memory_leak"})
     crash = ctx.run.crash
     if crash is not None and crash.kind == "oom":
-        carried = _carried_graph(ctx, evidence)
+        carried = _carried_graph(ctx, evidence) or _unrolled(ctx, evidence)
         if carried is not None:
             return carried
         gathered = facts.gathered or _piled(ctx, step, evidence)
@@ -594,6 +594,28 @@ def _carried_graph(ctx: ProbeContext, evidence: list[str]) -> ProbeOutcome | Non
         f"run that loop under torch.no_grad() if it only evaluates; else detach `{name}` before each call "
         f"({name} = {name}.detach(), or tuple(h.detach() for h in {name}) for an LSTM's (h, c))",
         data={"cause": "memory_leak"})
+
+
+def _unrolled(ctx: ProbeContext, evidence: list[str]) -> ProbeOutcome | None:
+    """Out of memory in an unrolled inner loop: a variable holds the model's weights as autograd results (fast
+    weights made by a differentiable step, ``create_graph=True``), each from the last, so every inner step's
+    activations and gradients stay alive until the outer backward, which has not come after CARRIED_CALLS
+    model calls or more."""
+    facts = ctx.run.facts
+    calls = facts.calls_since_backward
+    if facts.unrolled_weights is None or calls < max(CARRIED_CALLS, 2 * facts.calls_per_backward + 1):
+        return None
+    name, line, count = facts.unrolled_weights
+    fed = f" (assigned at {line.split(' ', 1)[0]})" if line else ""
+    evidence.append(f"`{name}`{fed} holds {count} of the model's weights as autograd results, and the model ran {calls} "
+                    "times with gradients on since the last backward" + ("" if facts.backward_total else " (none yet)"))
+    return ProbeOutcome(
+        FAIL, f"`{name}`{fed} chains the model's weights through every unrolled inner step ({calls} model calls without "
+        "an outer backward): each step's weights are computed from the last with their graph, so all their activations "
+        "and gradients stay alive until memory runs out", evidence,
+        f"unroll fewer steps: run the outer backward and restart `{name}` from the model's weights every few steps; or cut "
+        f"the chain between unrolls (first-order: `{name} = {{n: p.detach().requires_grad_() for n, p in "
+        f"{name}.items()}}`, or create_graph=False)", data={"cause": "memory_leak"})
 
 
 def _search(ctx: ProbeContext, step: int, evidence: list[str], min_tensors: int = holders.MIN_TENSORS
