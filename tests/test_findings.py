@@ -1404,6 +1404,16 @@ def test_a_param_group_frozen_as_a_whole_is_proven_by_turning_it_back_on_and_its
         in result.evidence
 
 
+def test_a_frozen_table_is_not_the_cause_where_every_trainable_weight_gets_a_zero_gradient(start_run) -> None:
+    """GraphSAGE's fixed node features are most of the weights; the ReLU after them is dead. Unfreezing the
+    table would give it zero gradients too: the gradients check passes it on to the dead-units check."""
+    result = check_at(start_run, "frozen_table_dead_relu.py", "learning.gradients", 30)
+
+    assert result.status == "pass", result.summary
+    assert any(line.startswith("the 3 trainable parameter(s) get gradients, all zero: that, not the freeze")
+               for line in result.evidence)
+
+
 def test_weights_made_frozen_while_their_layers_biases_train_are_proven_by_turning_them_back_on(start_run) -> None:
     result = check_at(start_run, "weights_made_frozen.py", "learning.held_frozen", 100)
 

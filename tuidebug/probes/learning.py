@@ -371,6 +371,7 @@ def gradients(ctx: ProbeContext) -> ProbeOutcome:
     model = ctx.run.model
     if model is None:
         return ProbeOutcome(INCONCLUSIVE, "no model seen")
+    checked = {n for n, p in model.named_parameters() if p.requires_grad}  # the model the gradient checks read
     model = ctx.run.trained_module() or model
     params = dict(model.named_parameters())
     frozen = [n for n, p in params.items() if not p.requires_grad]
@@ -407,6 +408,12 @@ def gradients(ctx: ProbeContext) -> ProbeOutcome:
         # intended (a fixed feature extractor); it cannot be what keeps the loss flat, the rate is.
         evidence.append(f"the trainable rest is stepped at a rate that collapsed at step {collapsed}: that, not the "
                         "freeze (a fixed backbone is a common recipe), keeps it from learning: see the rate check")
+    elif frozen and frozen_share >= 0.5 and last is not None and checked and checked <= set(last[2]):
+        # Gradients reach every trainable weight and are all zero (ReLUs dead for every example, saturated
+        # units): unfreezing would give the frozen part zero gradients too. A fixed table (node features, a
+        # pretrained embedding) is a common recipe; the dead-units check looks at why the gradients vanish.
+        evidence.append(f"the {len(checked)} trainable parameter(s) get gradients, all zero: that, not the freeze, "
+                        "keeps them from learning: see the dead-units check")
     elif frozen and frozen_share >= 0.5 and trainable and trainable <= set(facts.not_in_optimizer):
         # LoRA and adapters freeze the base on purpose: with the trainable rest in no optimizer, nothing moves it
         evidence.append(f"the {len(trainable)} trainable parameter(s) are in no optimizer: that, not the freeze (a "
