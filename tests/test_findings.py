@@ -1404,6 +1404,27 @@ def test_a_param_group_frozen_as_a_whole_is_proven_by_turning_it_back_on_and_its
         in result.evidence
 
 
+def test_inputs_and_labels_split_by_two_random_splits_are_misaligned_with_both_lines_named(start_run) -> None:
+    """The labels as given and shuffled both make the held-out batch worse; which one by less is noise, not labels
+    that follow their inputs. Both random_split lines are named, and one split of both as the fix."""
+    result = check_at(start_run, "labels_split_apart.py", "learning.trend", 100)
+
+    assert result.status == "fail" and result.data["cause"] == "labels_misaligned", result.evidence
+    assert "one sequence is shuffled on its own at labels_split_apart.py:22 `train_x, val_x = random_split(" \
+        in "\n".join(result.evidence)
+    assert result.fix.startswith("split once, inputs and labels together: random_split(TensorDataset(inputs, labels)")
+    assert "labels_split_apart.py:22, labels_split_apart.py:23" in result.fix
+
+
+def test_one_random_split_of_a_whole_dataset_is_not_a_sequence_shuffled_on_its_own(tmp_path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("train, val = random_split(dataset, [800, 200])\nrandom.shuffle(files)\n")
+    assert [site.line for site in source.shuffles(str(script))] == [2]
+    apart = tmp_path / "apart.py"
+    apart.write_text("a, b = random_split(x, [8, 2])\nc, d = random_split(y, [8, 2])\n")
+    assert [site.line for site in source.shuffles(str(apart))] == [1, 2]
+
+
 def test_a_frozen_table_is_not_the_cause_where_every_trainable_weight_gets_a_zero_gradient(start_run) -> None:
     """GraphSAGE's fixed node features are most of the weights; the ReLU after them is dead. Unfreezing the
     table would give it zero gradients too: the gradients check passes it on to the dead-units check."""

@@ -1696,7 +1696,9 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
     # that do not follow the inputs are noise to the held-out batch; real ones help it or leave it be).
     memorises = _below(real[1], real[0]) or (real[1] < (1 - SAME) * real[0] and real[3] > (1 + SAME) * real[2])
     generalises = real[3] < (1 - SAME) * real[2]
-    beats_shuffled = real[3] < (1 - SAME) * shuffled[3]
+    # Beating shuffled labels counts where the labels as given leave the held-out batch no worse: two trials that
+    # both make it worse memorise noise, and which one made it worse by less is noise too.
+    beats_shuffled = real[3] < (1 - SAME) * shuffled[3] and real[3] <= (1 + SAME) * real[2]
     # Containers of different lengths read with one index, or files listed in the file system's order
     # (paired by position with another listing or a label table), make a misalignment by construction;
     # the trial then only has to show that the labels as given help a held-out batch no more than
@@ -1738,6 +1740,9 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
         made = idle[0].created.split(" ", 1)[0] if idle[0].created else "its DataLoader(...)"
         fix = (f"build inputs and labels from the same pass: give the loader made at {made} shuffle=False, or "
                "collect the labels from the same batches as the features")
+    elif where and "random_split" in where[0].text:
+        fix = (f"split once, inputs and labels together: random_split(TensorDataset(inputs, labels), ...) in place of "
+               f"the separate splits at {', '.join(site.short for site in where)} (each draws its own permutation)")
     else:
         fix = ("keep each input with its own label: shuffle them together (one permutation for both, or a Dataset "
                "that returns both)" + (f": check {where[0].short} `{where[0].text}`" if where else

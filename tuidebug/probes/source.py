@@ -575,14 +575,20 @@ def weight_inits(path: str) -> list[Site]:
 
 
 def shuffles(path: str) -> list[Site]:
-    """The lines of ``path`` that shuffle one sequence in place: ``random.shuffle(x)``,
-    ``np.random.shuffle(x)`` (its partner, the labels, is not shuffled with it by that call)."""
+    """The lines of ``path`` that shuffle one sequence on its own: ``random.shuffle(x)``,
+    ``np.random.shuffle(x)`` (its partner, the labels, is not shuffled with it by that call), and
+    ``random_split`` called on two different sequences (each draws its own permutation: ``random_split(x, ...)``
+    and ``random_split(y, ...)`` pair the i-th input of one split with another sample's label)."""
     tree = _tree(path)
     if tree is None:
         return []
-    lines = [Site(path, node.lineno, "") for node in ast.walk(tree)
-             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "shuffle"
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    lines = [Site(path, node.lineno, "") for node in calls
+             if isinstance(node.func, ast.Attribute) and node.func.attr == "shuffle"
              and len(node.args) == 1 and isinstance(node.args[0], (ast.Name, ast.Attribute, ast.Subscript))]
+    splits = [node for node in calls if _name_of(node.func) == "random_split" and node.args]
+    if len({ast.dump(node.args[0]) for node in splits}) >= 2:
+        lines += [Site(path, node.lineno, "") for node in splits]
     return sorted(set(lines), key=lambda site: site.line)
 
 
