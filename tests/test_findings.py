@@ -271,6 +271,37 @@ def test_a_fixed_index_past_the_last_short_batch_is_a_crash_named_with_the_loade
            "drop_last=True to the DataLoader (made at train.py:98)" in crash.fix
 
 
+class Boxes(torch.utils.data.Dataset):
+    def __init__(self, objects: list[list[list[float]]]) -> None:
+        self.objects = objects
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+    def __getitem__(self, idx: int) -> Any:
+        import numpy as np
+
+        annots = np.array(self.objects[idx], dtype=np.float32)
+        annots[:, :4] *= 0.5
+        return annots
+
+
+def test_numpys_shape_error_in_a_datasets_getitem_is_a_sample_of_other_data_not_a_shape_mismatch() -> None:
+    """EfficientDet's Resizer on an image without objects: its empty annotation array has shape (0,). The sample is
+    named, with its array; the run's shapes are not in question."""
+    from tuidebug.agent.crash import analyse
+
+    loader = torch.utils.data.DataLoader(Boxes([[[1, 2, 3, 4, 0]]] * 5 + [[]]), batch_size=2)
+    with pytest.raises(IndexError) as raised:
+        list(loader)
+    crash = analyse(raised.value, None, None, 2, {})
+
+    assert (crash.kind, crash.cause) == ("other", "exception")
+    assert crash.findings[0].startswith("raised while loading sample 5 of Boxes (Boxes.__getitem__ at test_findings.py:")
+    assert "(annots: numpy array (0,) float32)" in crash.findings[0]
+    assert crash.fix.startswith("look at sample 5's data: make the code at test_findings.py:")
+
+
 class Decoder(nn.Module):
     def __init__(self, vocab_size: int) -> None:
         super().__init__()

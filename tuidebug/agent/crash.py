@@ -108,6 +108,8 @@ def describe(value: Any) -> str | None:
         return "[" + ", ".join(shape_text(v.shape) for v in value[:8]) + "]"
     if isinstance(value, (int, float, bool)):
         return repr(value)
+    if type(value).__name__ == "ndarray" and hasattr(value, "shape"):  # numpy's, without importing numpy
+        return f"numpy array {shape_text(value.shape)} {value.dtype}"
     return None
 
 
@@ -163,6 +165,8 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
         crash.kind, crash.cause = "no_graph", "no_gradient_to_weights"
         crash.findings.append("backward() was called on a loss that does not require grad: no autograd path "
                               "leads from it to any parameter")
+    elif _sample_data_error(crash, exc, tb):
+        pass
     elif _index_past_classes(crash, exc, model_call[0] if model_call is not None else None):
         pass
     elif _index_past_size(crash, exc, loader):
@@ -479,6 +483,39 @@ def _loader_exhausted(crash: Crash, loader: LoaderShape | None) -> None:
 
 
 TENSOR_INDEX = re.compile(r"index (-?\d+) is out of bounds for dimension (\d+) with size (\d+)")
+
+
+NUMPY_SHAPE = re.compile(r"for array|operands could not be broadcast together|cannot reshape array")
+SAMPLE_INDEX_NAMES = ("index", "idx", "i", "item", "ind")
+
+
+def _sample_data_error(crash: Crash, exc: BaseException, tb: TracebackType | None) -> bool:
+    """numpy's shape error in a Dataset's ``__getitem__`` (a transform, an annotation loader): one sample's data
+    is not shaped as the code assumes (an image without objects makes an empty annotation array of shape (0,), a
+    grayscale image has two dims). The run trains until that sample comes: a data bug, not the model's shapes."""
+    if not isinstance(exc, (IndexError, ValueError)) or not NUMPY_SHAPE.search(str(exc)):
+        return False
+    loading = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "__getitem__" and is_user_file(tb.tb_frame.f_code.co_filename):
+            loading = (tb.tb_frame, tb.tb_lineno)
+        tb = tb.tb_next
+    if loading is None:
+        return False
+    frame, line = loading
+    scope = frame_locals(frame)
+    index = next((scope[name] for name in SAMPLE_INDEX_NAMES if isinstance(scope.get(name), int)), None)
+    sample = f"sample {index}" if index is not None else "a sample"
+    owner = type(scope["self"]).__name__ if "self" in scope else "the Dataset"
+    where = crash.site.split(" ")[0] if crash.site else "the failing line"
+    crash.findings.append(f"raised while loading {sample} of {owner} ({owner}.__getitem__ at "
+                          f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{line}): numpy found that sample's data "
+                          f"shaped otherwise than the code at {where} assumes" + (
+                              f" ({'; '.join(crash.operands)})" if crash.operands else ""))
+    crash.fix = (f"look at {sample}'s data: make the code at {where} handle its shape (an empty list of annotations "
+                 "becomes an array of shape (0,): build it with .reshape(-1, columns)), or leave such samples out "
+                 "where the dataset is built")
+    return True
 
 
 def _index_past_classes(crash: Crash, exc: BaseException, model: torch.nn.Module | None) -> bool:
