@@ -344,7 +344,7 @@ def test_the_fast_weights_of_an_unrolled_inner_loop_are_found_where_the_models_o
         fast_params = {n: p - 0.1 * g for (n, p), g in zip(fast_params.items(), grads)}
     found = holders.weights_with_graph([sys._getframe()], model)
 
-    assert found is not None and found[0] == "fast_params" and found[2] == 4
+    assert found is not None and found[0] == "fast_params" and found[2] == 4 and found[3]
     assert found[1].startswith("test_findings.py:") and "fast_params = {n: p - 0.1 * g" in found[1]
     del grads
     fast_params = dict(model.named_parameters())
@@ -1600,6 +1600,16 @@ def test_a_rate_held_far_below_the_one_the_optimizer_was_built_with_names_the_li
     assert "the schedule holds it far below the 0.5 the SGD was built with" in result.summary
     assert result.fix.startswith("check the rate computed at warmup_never_ends.py:17 (`lr_now = base_lr * min(1.0, "
                                  "step / 100000)`)")
+
+
+def test_a_rate_held_low_by_a_lambda_schedule_names_the_line_of_the_lambda_that_returns_the_factor(start_run) -> None:
+    result = check_at(start_run, "warmup_spans_the_run.py", "learning.rate", 40)
+
+    assert result.status == "fail" and result.data["cause"] == "learning_rate_too_low", result.summary
+    assert result.fix.startswith("check the rate computed at warmup_spans_the_run.py:14 (`return WARMUP_FACTOR * (1 - "
+                                 "alpha)"), result.fix
+    assert any(line.startswith("LambdaLR's factor at step ") and "returned at warmup_spans_the_run.py:14" in line
+               for line in result.evidence)
 
 
 def test_an_ignore_index_that_is_also_a_class_is_found_at_real_tokens_but_not_at_a_language_models_last_one() -> None:

@@ -234,10 +234,11 @@ def carrying(frames: list[FrameType], tensors: list[torch.Tensor]) -> list[tuple
     return found
 
 
-def weights_with_graph(frames: list[FrameType], model: torch.nn.Module | None) -> tuple[str, str | None, int] | None:
-    """(name, feeding line, count) of a variable holding at least half of the model's weights as autograd results
-    (tensors of the parameters' shapes with a ``grad_fn``): the fast weights of an unrolled inner loop (MAML,
-    ``higher``, a differentiable optimizer), each computed from the last with its graph."""
+def weights_with_graph(frames: list[FrameType], model: torch.nn.Module | None
+                       ) -> tuple[str, str | None, int, bool] | None:
+    """(name, feeding line, count, whether a dict) of a variable holding at least half of the model's weights as
+    autograd results (tensors of the parameters' shapes with a ``grad_fn``): the fast weights of an unrolled inner
+    loop (MAML, ``higher``, a differentiable optimizer), each computed from the last with its graph."""
     if model is None:
         return None
     shapes = collections.Counter(tuple(p.shape) for p in model.parameters())
@@ -253,11 +254,14 @@ def weights_with_graph(frames: list[FrameType], model: torch.nn.Module | None) -
                 left[tuple(item.shape)] -= 1
                 count += 1
         if count >= wanted:
-            found.append((isinstance(value, dict) and set(value) <= names, name, path, count))
+            found.append((isinstance(value, dict) and set(value) <= names, name, path, count, isinstance(value, dict)))
     # The weights themselves before the gradients made with create_graph (as many, of the same shapes): a
     # dict keyed by the parameters' names is what torch.func.functional_call takes.
     found.sort(key=lambda candidate: not candidate[0])
-    return (found[0][1], _fed_at(found[0][1], found[0][2]), found[0][3]) if found else None
+    if not found:
+        return None
+    _, name, path, count, is_dict = found[0]
+    return name, _fed_at(name, path), count, is_dict
 
 
 def _held_directly(value: Any) -> list[torch.Tensor]:

@@ -974,14 +974,46 @@ def _held_below_built(ctx: ProbeContext, last: float, step: int, factor: float,
         found = assignment_before(script, value, assigned[0].line) if value else None
         computed = found[0] if found else None
         evidence.append(f"the rate is set by hand at {assigned[0]}" + (f", computed at {computed}" if computed else ""))
-    where = computed or (assigned[0] if assigned else None)
+    where = computed or (assigned[0] if assigned else None) or _schedule_line(ctx, evidence)
     kind = type(optimizer).__name__
+    share = f"{100 * last / built:.2g}%"  # 0.095%, not a rounded 0%
     summary = (f"the learning rate {last:.3g} is too low: the schedule holds it far below the {built:.3g} the {kind} "
-               f"was built with ({last / built:.0%} of it at step {step}); the loss falls at {last * factor:.3g}")
-    fix = (f"check the rate computed at {where.short} (`{where.text}`): it gives {last / built:.0%} of the rate the "
+               f"was built with ({share} of it at step {step}); the loss falls at {last * factor:.3g}")
+    fix = (f"check the rate computed at {where.short} (`{where.text}`): it gives {share} of the rate the "
            f"optimizer was built with (a warm-up given a fraction where it expects a step count, a total too large)"
-           if where else f"check the schedule's settings: it keeps the rate at {last / built:.0%} of {built:.3g}")
+           if where else f"check the schedule's settings: it keeps the rate at {share} of {built:.3g}")
     return ProbeOutcome(FAIL, summary, evidence, fix, data={"cause": "learning_rate_too_low", "confirmed": True})
+
+
+def _schedule_line(ctx: ProbeContext, evidence: list[str]) -> Site | None:
+    """The user's line that returns the factor a LambdaLR (or MultiplicativeLR) applies now: its lambda called
+    once more at the scheduler's step, traced (a lambda that calls a function of the user's gives that
+    function's line)."""
+    for calls in ctx.run.facts.schedulers.values():
+        scheduler = calls.scheduler() if calls.scheduler is not None else None
+        lambdas = getattr(scheduler, "lr_lambdas", None)
+        if not lambdas or not callable(lambdas[0]):
+            continue
+        returns: list[Site] = []
+
+        def tracer(frame: Any, event: str, arg: Any) -> Any:
+            if event == "return" and frame.f_code.co_name != "<lambda>" and is_user_file(frame.f_code.co_filename):
+                returns.append(Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+            return tracer
+
+        previous = sys.gettrace()
+        sys.settrace(tracer)
+        try:
+            factor = lambdas[0](scheduler.last_epoch)
+        except Exception:  # the user's lambda: it may need more than an int
+            continue
+        finally:
+            sys.settrace(previous)
+        if returns:
+            evidence.append(f"{calls.kind}'s factor at step {scheduler.last_epoch} is {float(factor):.3g}, returned at "
+                            f"{returns[-1]}")
+            return returns[-1]
+    return None
 
 
 def _rate_set_by_hand(evidence: list[str]) -> str | None:

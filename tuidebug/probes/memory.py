@@ -605,7 +605,9 @@ def _unrolled(ctx: ProbeContext, evidence: list[str]) -> ProbeOutcome | None:
     calls = facts.calls_since_backward
     if facts.unrolled_weights is None or calls < max(CARRIED_CALLS, 2 * facts.calls_per_backward + 1):
         return None
-    name, line, count = facts.unrolled_weights
+    name, line, count, is_dict = facts.unrolled_weights
+    cut = (f"{{n: p.detach().requires_grad_() for n, p in {name}.items()}}" if is_dict else
+           f"[p.detach().requires_grad_() for p in {name}]")
     fed = f" (assigned at {line.split(' ', 1)[0]})" if line else ""
     evidence.append(f"`{name}`{fed} holds {count} of the model's weights as autograd results, and the model ran {calls} "
                     "times with gradients on since the last backward" + ("" if facts.backward_total else " (none yet)"))
@@ -614,8 +616,7 @@ def _unrolled(ctx: ProbeContext, evidence: list[str]) -> ProbeOutcome | None:
         "an outer backward): each step's weights are computed from the last with their graph, so all their activations "
         "and gradients stay alive until memory runs out", evidence,
         f"unroll fewer steps: run the outer backward and restart `{name}` from the model's weights every few steps; or cut "
-        f"the chain between unrolls (first-order: `{name} = {{n: p.detach().requires_grad_() for n, p in "
-        f"{name}.items()}}`, or create_graph=False)", data={"cause": "memory_leak"})
+        f"the chain between unrolls (first-order: `{name} = {cut}`, or create_graph=False)", data={"cause": "memory_leak"})
 
 
 def _search(ctx: ProbeContext, step: int, evidence: list[str], min_tensors: int = holders.MIN_TENSORS
