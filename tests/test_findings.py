@@ -1048,6 +1048,22 @@ def test_a_view_that_makes_an_rnn_states_batch_the_first_dim_is_told_from_one_af
     assert moved.relabel is None and rows.shape == moved_rows.shape
 
 
+def test_a_batch_flattened_with_its_positions_and_viewed_back_is_not_a_relabel_where_a_feature_has_the_batchs_size(
+        ) -> None:
+    """wav2vec 2.0's quantizer: codevectors (b * t, groups, dim) viewed back to (b, t, groups * dim), with 16
+    samples of 15 frames and 16 values a group: the 16 of dim 2 is a feature, not the batch moved to the front."""
+    frames = torch.randn(16, 15, 32)
+    with SilentShapes(16) as restored:
+        codes = frames.reshape(16 * 15, 2, 16)
+        back = codes.view(16, 15, -1)
+    with SilentShapes(16) as moved:
+        states = torch.randn(2, 16, 6)
+        rows = states.view(16, -1)
+
+    assert restored.relabel is None and torch.equal(back, frames)
+    assert moved.relabel is not None and moved.relabel.batch_dim == 1 and rows.shape == (16, 12)
+
+
 def test_scores_flattened_to_rows_of_classes_before_their_class_dim_is_last_are_a_fold_fixed_by_a_permute() -> None:
     scores = torch.randn(4, 3, 10, requires_grad=True)
     frames = torch.randint(0, 3, (40,))
@@ -1454,6 +1470,17 @@ def test_one_random_split_of_a_whole_dataset_is_not_a_sequence_shuffled_on_its_o
     apart = tmp_path / "apart.py"
     apart.write_text("a, b = random_split(x, [8, 2])\nc, d = random_split(y, [8, 2])\n")
     assert [site.line for site in source.shuffles(str(apart))] == [1, 2]
+
+
+def test_the_last_layer_a_forward_runs_is_not_taken_for_the_output_layer_when_the_loss_never_reaches_it(
+        start_run) -> None:
+    """EGNN's last block updates features it leaves unused, after the layer whose output makes the coordinates:
+    that layer never moves, rightly. It is not watched as the output layer, so no finding says the head is frozen."""
+    run, session = start_run(SCRIPTS / "last_layer_left_unused.py", post_mortem=False)
+    wait_for(lambda: session.ended, what="the script to end")
+
+    findings = " ".join(e.message for e in session.events if e.kind == "finding")
+    assert "head_untrained" not in findings and session.exit_code == 0 and session.step == 400
 
 
 def test_a_frozen_table_is_not_the_cause_where_every_trainable_weight_gets_a_zero_gradient(start_run) -> None:

@@ -1164,9 +1164,19 @@ class Agent:
         if self.facts.head is not None:
             return
         made = next((call.input_module for call in self.facts.loss_calls.values() if call.input_module), None)
-        for head in (made, self._last_weighted):  # the model itself made the loss's input: its last layer did
+        last = self._last_weighted if self._last_weighted is not None and self._reached(self._last_weighted) else None
+        for head in (made, last):  # the model itself made the loss's input: its last layer did
             if head is not None and self.facts.head is None:
                 self.facts.head = watch_head(head, self.model, step, [*self.optimizers, *self.created_optimizers])
+
+    def _reached(self, label: str) -> bool:
+        """Whether the loss reaches the layer ``label`` (``fc (Linear)``): a trainable weight of it has a gradient
+        now, after backward (a frozen one counts: its freeze is what the head check names). The last layer a
+        forward ran need not make the output: an EGNN's final feature update is computed and left unused."""
+        path = label.split(" ", 1)[0]
+        own = [p for name, p in self.model.named_parameters()
+               if name.startswith(path + ".") and "." not in name[len(path) + 1:] and p.requires_grad]
+        return not own or any(p.grad is not None for p in own)
 
     def _check_wiped(self, optimizer: torch.optim.Optimizer) -> None:
         """A zero_grad after this step's backward passes, with no backward since: the step applies nothing."""

@@ -478,7 +478,7 @@ class SilentShapes(OpWatch):
             self._class_rows[id(result)] = (result, Relabel(name, site, before, after, class_dim=classes))
         if reordered(before, after):
             self.relabel = Relabel(name, site, before, after)
-        elif batch and batch > 1 and before[0] != batch and after[0] == batch:
+        elif batch and batch > 1 and before[0] != batch and after[0] == batch and not _unflattens(before, after):
             where = next((d for d in range(1, len(before)) if before[d] == batch), None)
             if where is not None and math.prod(before[:where]) > 1:
                 self.relabel = Relabel(name, site, before, after, where)
@@ -602,6 +602,12 @@ def _order(base: tuple[int, ...], sizes: list[int]) -> list[int]:
         left.remove(dim)
         order.append(dim)
     return order + left
+
+
+def _unflattens(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
+    """The view splits the source's first dim into the result's first few: (b * t, ...) back to (b, t, ...), a
+    batch flattened with its positions and restored (wav2vec 2.0's quantizer), not a dim moved to the front."""
+    return any(math.prod(after[:k]) == before[0] for k in range(2, len(after) + 1))
 
 
 def _relabelled(found: Relabel) -> ProbeOutcome:
