@@ -1620,6 +1620,23 @@ def test_a_round_of_the_weights_without_a_straight_through_gradient_is_the_cut_o
     assert result.fix.startswith("pass the gradient straight through the round at rounded_weights.py:11")
 
 
+def test_outputs_rebuilt_from_numpy_and_made_to_require_grad_are_named_as_the_cut(start_run) -> None:
+    """After the script ended the check trains a copy, which never runs the script's own lines between the model and
+    the loss: the source names the loss's input made to require grad by hand. (A live loop's replay sees the
+    detach itself.)"""
+    run, session = start_run(SCRIPTS / "outputs_rebuilt_from_numpy.py", post_mortem=True, copy_post_mortem=True)
+    wait_for(lambda: session.state == "ended", 60, "the script's end (held for post-mortem checks)")
+    run.command("probe", name="learning.graph", params={})
+    wait_for(lambda: "learning.graph" in session.probe_results, 60, "the graph check's result")
+    result = session.probe_results["learning.graph"]
+
+    assert result.status == "fail" and result.data["cause"] == "no_gradient_to_weights", result.summary
+    assert result.summary.endswith("the loss's input is a new tensor made to require grad at "
+                                   "outputs_rebuilt_from_numpy.py:19 (`outputs.requires_grad = True`), cut from the "
+                                   "model's output")
+    assert source.first_argument("loss = loss_func(outputs, labels)") == "outputs"
+
+
 def test_a_rate_held_far_below_the_one_the_optimizer_was_built_with_names_the_line_that_computes_it(start_run) -> None:
     result = check_at(start_run, "warmup_never_ends.py", "learning.rate", 150)
 

@@ -36,8 +36,8 @@ from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, Need
                                 ProbeOutcome, optimizer_params, probe)
 from tuidebug.probes.source import (
     assigned_name, assignment_before, assignment_target, assignments, backward_target, bias_inits, calls_named,
-    enclosing_function, forced_requires_grad, freezes, grad_off_block, grad_switched_off, guarded_steps, hand_updates,
-    in_files, indexed_attributes, keyword_values, module_site, option_defaults, rate_assignments, rate_name,
+    enclosing_function, first_argument, forced_requires_grad, freezes, grad_off_block, grad_switched_off, guarded_steps,
+    hand_updates, in_files, indexed_attributes, keyword_values, module_site, option_defaults, rate_assignments, rate_name,
     returns_nothing, rewrapped, shuffles, unsorted_listings, weight_inits)
 from tuidebug.probes.trials import fallen_to, finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, op_tensors
@@ -321,6 +321,14 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
             fix = (f"take `{inside.text}` ({inside.short}) out of the `{block.text}` block at {block.short} (to "
                    "freeze a module, set requires_grad=False on its parameters instead: gradients still pass through "
                    "it to the layers before)")
+    elif (rebuilt := _loss_input_forced(facts)):
+        site = rebuilt[0]
+        evidence.append(f"`{site.text}` at {site.short} makes the loss's input require grad by hand: a tensor rebuilt "
+                        "from values (a numpy or list round trip) is a new leaf, with no graph back to the model")
+        summary = (f"no gradient reaches the weights: the loss's input is a new tensor made to require grad at "
+                   f"{site.short} (`{site.text}`), cut from the model's output")
+        fix = (f"compute the loss from the model's output tensor itself: drop the rebuild of its values and "
+               f"`{site.text}` at {site.short}")
     else:
         summary = "no gradient reaches the weights: the loss does not depend on them through autograd"
         fix = ("compute the loss from the model's output itself: no .detach(), .item(), .data, numpy round trip or "
@@ -354,6 +362,14 @@ def _reached(ctx: ProbeContext, checks: list[tuple], trainable: int, evidence: l
 def _all_zero(checks: list[tuple], trainable: int) -> bool:
     """At some checked step every parameter that got a gradient got a zero one."""
     return bool(checks) and any(len(c[2]) >= trainable - len(c[1]) for c in checks)
+
+
+def _loss_input_forced(facts: Any) -> list[Site]:
+    """The user's lines that make the first loss call's input require grad by hand (``outputs =
+    torch.Tensor(values)``, then ``outputs.requires_grad = True``): a rebuilt tensor, cut from the model."""
+    call = next(iter(facts.loss_calls.values()), None)
+    name = first_argument(call.site.partition("`")[2].rstrip("`")) if call is not None else None
+    return in_files(facts.source_files, forced_requires_grad, name) if name else []
 
 
 def _forced_loss_grad(facts: Any, read: Callable[[str, str], list[Site]] = forced_requires_grad) -> list[Site]:

@@ -763,6 +763,13 @@ def backward_target(text: str) -> str | None:
     return None
 
 
+def first_argument(text: str) -> str | None:
+    """The name given first to the outermost call of a line: ``outputs`` of ``loss = loss_func(outputs, labels)``."""
+    tree = _parse_line(text)
+    call = next((node for node in ast.walk(tree) if isinstance(node, ast.Call)), None) if tree is not None else None
+    return call.args[0].id if call is not None and call.args and isinstance(call.args[0], ast.Name) else None
+
+
 def forced_requires_grad(path: str, name: str) -> list[Site]:
     """Lines of ``path`` that make ``name`` require grad after it was computed (``loss.requires_grad =
     True``, ``loss.requires_grad_()``, or re-made by ``rewrapped``): what silences "element 0 of tensors does
