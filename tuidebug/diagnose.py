@@ -243,7 +243,8 @@ class Runs:
             result = run_probe(self.first, self.session, name, timeout)
         else:  # stuck where no pause can reach it: a probe would only wait for its timeout
             result = ProbeResult(run_id=0, probe=name, status="inconclusive",
-                                 summary="the first run is mid-step where no pause reaches it (see the evidence), and a check needs it paused",
+                                 summary="the first run is mid-step where no pause reaches it (see the evidence), "
+                                         "and a check needs it paused",
                                  data={"needs_loop": True})
         fresh_tried = False
         while result.data.get("needs_loop") and not fresh_tried and not self.deadline.passed:

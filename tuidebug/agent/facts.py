@@ -529,7 +529,7 @@ class Facts:
     leak_step: int | None = None
     leak_spread: Any = None  # ``holders.Spread`` from a census while the run was live, when no holder was found
     gathered: list = field(default_factory=list)  # ``holders.piled`` in the frames of an out-of-memory error
-    unrolled_weights: tuple | None = None  # ``holders.weights_with_graph`` in those frames: an inner loop's fast weights
+    unrolled_weights: tuple | None = None  # ``holders.weights_with_graph`` in those frames: fast weights
     held_at_oom: list = field(default_factory=list)  # ``holders.find`` in those frames: an evaluation's list
     container_counts: dict = field(default_factory=dict)  # path -> (owner class, tensors held at each pass)
     growing_container: str | None = None

@@ -36,9 +36,9 @@ from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, Need
                                 ProbeOutcome, optimizer_params, probe)
 from tuidebug.probes.source import (
     assigned_name, assignment_before, assignment_target, assignments, backward_target, bias_inits, calls_named,
-    enclosing_function, first_argument, forced_requires_grad, freezes, grad_off_block, grad_switched_off, guarded_steps,
-    hand_updates, in_files, indexed_attributes, keyword_values, module_site, option_defaults, rate_assignments, rate_name,
-    returns_nothing, rewrapped, shuffles, unsorted_listings, weight_inits)
+    enclosing_function, first_argument, forced_requires_grad, freezes, grad_off_block, grad_switched_off,
+    guarded_steps, hand_updates, in_files, indexed_attributes, keyword_values, module_site, option_defaults,
+    rate_assignments, rate_name, returns_nothing, rewrapped, shuffles, unsorted_listings, weight_inits)
 from tuidebug.probes.trials import fallen_to, finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, op_tensors
 from tuidebug.sites import Site, is_user_file

@@ -609,14 +609,16 @@ def _unrolled(ctx: ProbeContext, evidence: list[str]) -> ProbeOutcome | None:
     cut = (f"{{n: p.detach().requires_grad_() for n, p in {name}.items()}}" if is_dict else
            f"[p.detach().requires_grad_() for p in {name}]")
     fed = f" (assigned at {line.split(' ', 1)[0]})" if line else ""
-    evidence.append(f"`{name}`{fed} holds {count} of the model's weights as autograd results, and the model ran {calls} "
-                    "times with gradients on since the last backward" + ("" if facts.backward_total else " (none yet)"))
+    evidence.append(f"`{name}`{fed} holds {count} of the model's weights as autograd results, and the model ran "
+                    f"{calls} times with gradients on since the last backward" + ("" if facts.backward_total else
+                                                                                  " (none yet)"))
     return ProbeOutcome(
-        FAIL, f"`{name}`{fed} chains the model's weights through every unrolled inner step ({calls} model calls without "
-        "an outer backward): each step's weights are computed from the last with their graph, so all their activations "
-        "and gradients stay alive until memory runs out", evidence,
-        f"unroll fewer steps: run the outer backward and restart `{name}` from the model's weights every few steps; or cut "
-        f"the chain between unrolls (first-order: `{name} = {cut}`, or create_graph=False)", data={"cause": "memory_leak"})
+        FAIL, f"`{name}`{fed} chains the model's weights through every unrolled inner step ({calls} model calls "
+        "without an outer backward): each step's weights are computed from the last with their graph, so all their "
+        "activations and gradients stay alive until memory runs out", evidence,
+        f"unroll fewer steps: run the outer backward and restart `{name}` from the model's weights every few steps; or "
+        f"cut the chain between unrolls (first-order: `{name} = {cut}`, or create_graph=False)",
+        data={"cause": "memory_leak"})
 
 
 def _search(ctx: ProbeContext, step: int, evidence: list[str], min_tensors: int = holders.MIN_TENSORS
