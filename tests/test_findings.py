@@ -256,6 +256,24 @@ def test_a_batchnorm1d_given_features_last_is_a_shape_mismatch_fixed_by_flatteni
     assert "x.reshape(-1, 16)" in crash.fix and norm(regions.reshape(-1, 16)).shape == (24, 16)
 
 
+def test_an_lstm_that_the_backend_cannot_run_is_a_crash_not_a_layout_error() -> None:
+    """oneDNN's "could not create a primitive descriptor" (a bfloat16 LSTM on a CPU without bfloat16) says nothing of
+    shapes; the same layer given the wrong number of features still is a shape mismatch."""
+    from tuidebug.agent.crash import FailedModule, analyse
+
+    lstm = nn.LSTM(64, 32, batch_first=True)
+    tokens = torch.randn(8, 24, 64)
+    backend = RuntimeError("could not create a primitive descriptor for the LSTM forward propagation primitive.")
+    with pytest.raises(RuntimeError) as wrong_width:
+        lstm(torch.randn(8, 24, 60))
+
+    crash = analyse(backend, FailedModule(lstm, "encoder", [tokens], 3), None, 8, {})
+    shape = analyse(wrong_width.value, FailedModule(lstm, "encoder", [torch.randn(8, 24, 60)], 3), None, 8, {})
+    assert (crash.kind, crash.cause) == ("other", "exception") and crash.findings == []
+    assert (shape.kind, shape.cause) == ("shape", "shape_mismatch")
+    assert shape.findings[0] == "encoder is LSTM(input_size=64) but its input (8, 24, 60) has 60 features"
+
+
 def test_a_fixed_index_past_the_last_short_batch_is_a_crash_named_with_the_loader_not_a_shape_mismatch() -> None:
     from tuidebug.agent.crash import LoaderShape, analyse
 

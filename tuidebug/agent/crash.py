@@ -659,7 +659,8 @@ def _module_findings(crash: Crash, failed: FailedModule) -> bool:
         else:
             crash.fix = f"give {name} num_features={x.shape[1]}, or feed it (batch, {features}, ...)"
         return True
-    if isinstance(module, RNN):
+    if isinstance(module, RNN) and SHAPE_MESSAGE.search(crash.exception):  # not oneDNN's "could not create a
+        # primitive descriptor" (a bfloat16 LSTM on a CPU without bfloat16): a backend's limit, not a layout
         return _rnn_findings(crash, failed, x, inputs[1:] + [v for v in failed.inputs[1:2] if isinstance(v, tuple)])
     if isinstance(module, torch.nn.Embedding) and not x.is_floating_point() and x.numel():
         high = int(x.max())
