@@ -31,7 +31,7 @@ from tuidebug.agent.client import AgentClient
 from tuidebug.agent.crash import FailedLoss, FailedModule, LoaderShape
 from tuidebug.agent.control import Control
 from tuidebug.agent.facts import (IDLE_STEPS, MADE_IN_FORWARD_SEEN, Facts, IdleOptimizer, LoaderSeen, SchedulerCalls,
-                                  TrainModeEvaluation, watch_head)
+                                  TrainModeEvaluation, own_parameters, watch_head)
 from tuidebug.agent.gradients import (COST_SMOOTHING, NormSampler, ParameterLists, blocks_host, stacked_norms,
                                      total_of, values_of, with_dense_grad)
 from tuidebug.agent.kept_batches import KeptBatches
@@ -1173,9 +1173,7 @@ class Agent:
         """Whether the loss reaches the layer ``label`` (``fc (Linear)``): a trainable weight of it has a gradient
         now, after backward (a frozen one counts: its freeze is what the head check names). The last layer a
         forward ran need not make the output: an EGNN's final feature update is computed and left unused."""
-        path = label.split(" ", 1)[0]
-        own = [p for name, p in self.model.named_parameters()
-               if name.startswith(path + ".") and "." not in name[len(path) + 1:] and p.requires_grad]
+        own = [p for p in own_parameters(self.model, label.split(" ", 1)[0]).values() if p.requires_grad]
         return not own or any(p.grad is not None for p in own)
 
     def _check_wiped(self, optimizer: torch.optim.Optimizer) -> None:

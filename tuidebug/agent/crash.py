@@ -60,6 +60,11 @@ class Crash:
     memory: dict[str, Any] = field(default_factory=dict)
     batch_size: int | None = None
 
+    @property
+    def failing_line(self) -> str:
+        """``train.py:73``: the user's line that raised (or "the failing line" where none is known)."""
+        return self.site.split(" ", 1)[0] if self.site else "the failing line"
+
     def lines(self) -> list[str]:
         """The analysis as evidence lines (also sent to the TUI in the crash event)."""
         out = [f"exception: {self.exception}"]
@@ -467,7 +472,7 @@ def _single_sample_batch(crash: Crash, failed: FailedModule | None, loader: Load
 def _loader_exhausted(crash: Crash, loader: LoaderShape | None) -> None:
     """``next(batch_iterator)`` past the end of one pass: an iterator over a DataLoader gives one epoch's
     batches, and a loop counted in iterations (ssd.pytorch's MAX_ITER) asks for more."""
-    line = crash.site.split(" ")[0]
+    line = crash.failing_line
     made = f" (made at {loader.created.split(' ', 1)[0]})" if loader is not None and loader.created else ""
     if loader is not None and loader.dataset_length and loader.batch_size:
         n, b = loader.dataset_length, loader.batch_size
@@ -507,7 +512,7 @@ def _sample_data_error(crash: Crash, exc: BaseException, tb: TracebackType | Non
     index = next((scope[name] for name in SAMPLE_INDEX_NAMES if isinstance(scope.get(name), int)), None)
     sample = f"sample {index}" if index is not None else "a sample"
     owner = type(scope["self"]).__name__ if "self" in scope else "the Dataset"
-    where = crash.site.split(" ")[0] if crash.site else "the failing line"
+    where = crash.failing_line
     crash.findings.append(f"raised while loading {sample} of {owner} ({owner}.__getitem__ at "
                           f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{line}): numpy found that sample's data "
                           f"shaped otherwise than the code at {where} assumes" + (
@@ -534,7 +539,7 @@ def _index_past_classes(crash: Crash, exc: BaseException, model: torch.nn.Module
     if layer is None:
         return False
     name, built = layer
-    line = crash.site.split(" ")[0] if crash.site else "the failing line"
+    line = crash.failing_line
     crash.kind, crash.cause = "shape", "target_out_of_range"
     crash.findings.insert(first, f"index {index} in dimension {dim} at {line} is past the model's {size} classes "
                           f"(valid 0..{size - 1}): the labels reach class {index}")
@@ -551,7 +556,7 @@ def _index_past_size(crash: Crash, exc: BaseException, loader: LoaderShape | Non
     if not isinstance(exc, IndexError) or match is None:
         return False
     index, dim, size = (int(group) for group in match.groups())
-    line = crash.site.split(" ")[0] if crash.site else "the failing line"
+    line = crash.failing_line
     crash.findings.append(f"the line reads index {index} of dimension {dim}, which holds {size} here")
     crash.fix = (f"at {line}: keep the index below the size of dimension {dim} (bound it by the tensor's own size, "
                  f"x.size({dim}), rather than a fixed number)")

@@ -354,16 +354,20 @@ class SchedulerCalls:
     steps_at_first_call: int = 0
     scheduler: Any = None  # a weak reference
 
+    def live(self) -> Any:
+        """The scheduler, while it is alive (else None)."""
+        return self.scheduler() if self.scheduler is not None else None
+
     def gamma(self) -> float | None:
         """The schedule's multiplier (StepLR, MultiStepLR, ExponentialLR), while it is alive."""
-        scheduler = self.scheduler() if self.scheduler is not None else None
+        scheduler = self.live()
         gamma = getattr(scheduler, "gamma", None)
         return float(gamma) if isinstance(gamma, (int, float)) else None
 
     def collapse_step(self) -> int | None:
         """The step count at which this schedule puts the rate below LR_COLLAPSE of its start (from
         its own settings: StepLR, MultiStepLR, ExponentialLR), or None when it never does."""
-        scheduler = self.scheduler() if self.scheduler is not None else None
+        scheduler = self.live()
         gamma = getattr(scheduler, "gamma", None)
         if scheduler is None or not gamma or not 0 < gamma < 1:
             return None
@@ -433,13 +437,18 @@ class HeadWatch:
             torch.equal(live.detach(), first) for live, first in self.params.values())
 
 
+def own_parameters(model: torch.nn.Module, path: str) -> dict[str, torch.Tensor]:
+    """The parameters the module at ``path`` (``layers.3.node_mlp.2``) holds itself, by their names in ``model``
+    (not its children's)."""
+    return {name: p for name, p in model.named_parameters()
+            if name.startswith(path + ".") and "." not in name[len(path) + 1:]}
+
+
 def watch_head(module_name: str, model: torch.nn.Module, step: int,
                optimizers: list[torch.optim.Optimizer]) -> HeadWatch | None:
     """A HeadWatch of ``module_name`` (``fc (Linear)``), if it has weights, is small enough to copy, and the
     model has another parameter an optimizer holds."""
-    path = module_name.split(" ", 1)[0]
-    params = {name: p for name, p in model.named_parameters() if name.startswith(path + ".")
-              and "." not in name[len(path) + 1:]}
+    params = own_parameters(model, module_name.split(" ", 1)[0])
     if not params or sum(p.numel() for p in params.values()) > HEAD_MAX_ELEMENTS:
         return None
     held = {id(p) for p in optimizer_params(*optimizers)}

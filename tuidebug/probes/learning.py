@@ -1006,7 +1006,7 @@ def _schedule_line(ctx: ProbeContext, evidence: list[str]) -> Site | None:
     once more at the scheduler's step, traced (a lambda that calls a function of the user's gives that
     function's line)."""
     for calls in ctx.run.facts.schedulers.values():
-        scheduler = calls.scheduler() if calls.scheduler is not None else None
+        scheduler = calls.live()
         lambdas = getattr(scheduler, "lr_lambdas", None)
         if not lambdas or not callable(lambdas[0]):
             continue
@@ -1053,7 +1053,7 @@ def _schedule_factor(ctx: ProbeContext, evidence: list[str]) -> tuple[Any, str, 
     rate where a factor is expected, and the two multiply. None otherwise (a warm-up starts near 0 but
     reaches 1)."""
     for calls in ctx.run.facts.schedulers.values():
-        scheduler = calls.scheduler() if calls.scheduler is not None else None
+        scheduler = calls.live()
         values = rate_not_factor(scheduler)
         if values is None:
             continue

@@ -78,7 +78,7 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
     asked = crash.memory.get("asked_bytes")
     activations = _activations_at_batch(ctx)
     data: dict[str, Any] = {"asked": asked}
-    where = _failing_line(crash)
+    where = crash.failing_line
     in_forward = crash.module is not None or _in_model_method(crash.frames, ctx.run.model)
     large = ctx.run.facts.large_call
     if large is not None:  # the failing step's data is many usual steps': the activations above are not its measure
@@ -145,11 +145,6 @@ def _in_model_method(frames: list[str], model: torch.nn.Module | None) -> bool:
     own = [cls for cls in type(model).__mro__ if is_user_file(getattr(sys.modules.get(cls.__module__), "__file__", "") or "")] \
         if model is not None else []
     return any(name in vars(cls) for cls in own for name in names)
-
-
-def _failing_line(crash: Any) -> str:
-    """``train.py:73``: where the failing allocation was asked for."""
-    return crash.site.split(" ", 1)[0] if crash.site else "the failing line"
 
 
 # The derivatives of a whole function at once: over a batch, every output row against every input row.
@@ -433,7 +428,7 @@ def _grows_with_square(points: list[tuple[int, int]]) -> float | None:
 
 
 def _pairs_of_rows(ctx: ProbeContext, size: int, exponent: float, evidence: list[str], data: dict) -> ProbeOutcome:
-    where = _failing_line(ctx.run.crash)
+    where = ctx.run.crash.failing_line
     evidence.append(f"the step's memory grows as the batch to the power {exponent:.2f}: an intermediate pairs the "
                     f"{size} rows of the input with each other ({size:,} x {size:,} = {size * size:,} pairs)")
     return ProbeOutcome(FAIL, f"the memory at {where} grows with the square of the {size} rows of the input: "
@@ -575,10 +570,9 @@ def _carried_graph(ctx: ProbeContext, evidence: list[str]) -> ProbeOutcome | Non
     graph stays alive through that input. Over twice as many calls as any backward of the run followed (a backward
     has run: a GAN's first D(G(z)) is not taken for it), and at least CARRIED_CALLS."""
     facts = ctx.run.facts
-    calls = facts.calls_since_backward
+    calls = _calls_without_backward(facts)
     inputs = ctx.run.model_inputs()
-    if not facts.carried_input or inputs is None or not facts.calls_per_backward or \
-            calls < max(CARRIED_CALLS, 2 * facts.calls_per_backward + 1):
+    if not facts.carried_input or inputs is None or not facts.calls_per_backward or calls is None:
         return None
     carriers = holders.carrying(ctx.run.user_frames(), [t for t in tensors_of(inputs) if t.grad_fn is not None])
     if not carriers:
@@ -596,14 +590,21 @@ def _carried_graph(ctx: ProbeContext, evidence: list[str]) -> ProbeOutcome | Non
         data={"cause": "memory_leak"})
 
 
+def _calls_without_backward(facts: Any) -> int | None:
+    """The model calls with gradients on since the last backward, when they are more than twice as many as any
+    backward of the run followed, and at least CARRIED_CALLS (a GAN's first D(G(z)) is not taken for them)."""
+    calls = facts.calls_since_backward
+    return calls if calls >= max(CARRIED_CALLS, 2 * facts.calls_per_backward + 1) else None
+
+
 def _unrolled(ctx: ProbeContext, evidence: list[str]) -> ProbeOutcome | None:
     """Out of memory in an unrolled inner loop: a variable holds the model's weights as autograd results (fast
     weights made by a differentiable step, ``create_graph=True``), each from the last, so every inner step's
     activations and gradients stay alive until the outer backward, which has not come after CARRIED_CALLS
     model calls or more."""
     facts = ctx.run.facts
-    calls = facts.calls_since_backward
-    if facts.unrolled_weights is None or calls < max(CARRIED_CALLS, 2 * facts.calls_per_backward + 1):
+    calls = _calls_without_backward(facts)
+    if facts.unrolled_weights is None or calls is None:
         return None
     name, line, count, is_dict = facts.unrolled_weights
     cut = (f"{{n: p.detach().requires_grad_() for n, p in {name}.items()}}" if is_dict else
