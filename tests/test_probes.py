@@ -280,6 +280,36 @@ class NoRoomLeft:
         self.events.append((kind, text))
 
 
+class NoRoomToRestore(NoRoomLeft):
+    """An agent whose snapshot fits, but whose restore finds no room (the script's loop ended at its OOM)."""
+
+    script_running = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.control = types.SimpleNamespace(holding="probing", leave=lambda: None)
+
+    def take_snapshot(self) -> object:
+        def restore() -> None:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 2097152 bytes")
+        return types.SimpleNamespace(restore=restore)
+
+
+def test_a_checks_result_is_reported_where_the_state_before_it_cannot_be_put_back() -> None:
+    """After an out-of-memory error the check's own forwards can use up what room was left, and putting the
+    state back then fails: the result (the cause, found) used to be lost with it, and the check to time out."""
+    from tuidebug.agent.probing import ProbeRuntime
+    agent = NoRoomToRestore()
+    runtime = ProbeRuntime(agent)
+    runtime._loop_gone = True
+    runtime.start("oom.allocation", {}, live_loop=False)
+    runtime.finish()
+
+    assert [m.probe for m in agent.sent] == ["oom.allocation"]
+    assert any(kind == "error" and "could not be put back" in text and "loop has ended" in text
+               for kind, text in agent.events)
+
+
 @pytest.mark.parametrize("live", [True, False])
 def test_a_check_with_no_room_for_its_snapshot_says_so_at_once_or_runs_on_an_ended_script(live: bool) -> None:
     """After an out-of-memory error the state may not fit a host copy. While the run goes on, the check is not

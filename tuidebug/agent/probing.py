@@ -257,13 +257,25 @@ class ProbeRuntime:
         probe_output(inside=False)
         self.replaying, self._started, self.pending_restore = False, False, None
         if self.snapshot is not None:
-            self.snapshot.restore()
-            self.snapshot = None
+            snapshot, self.snapshot = self.snapshot, None
+            self._restore(snapshot)
         if self.agent.control.holding == "probing":
             self.agent.control.leave()
         if self.result is not None:
             result, self.result = self.result, None
             self.agent.send(result)
+
+    def _restore(self, snapshot: Snapshot) -> None:
+        """Put the run's state back; where that fails (no memory left after an out-of-memory error), say so,
+        and the probe's result is reported all the same: a check that found the cause must not lose it."""
+        try:
+            snapshot.restore()
+        except Exception as exc:  # an allocation the process no longer has room for, mostly
+            gone = self._loop_gone or not self.agent.script_running
+            self.agent.event("error", f"the state before the check could not be put back ({type(exc).__name__}: "
+                                      f"{str(exc).splitlines()[0][:160]})" + (
+                                          "; the script's loop has ended, so nothing runs on from it" if gone else
+                                          "; the run goes on from the state the check left"))
 
     def loop_ended(self) -> None:
         """The script ended: a probe waiting on the loop gives up (and is finished in post-mortem)."""
