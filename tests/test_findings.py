@@ -347,6 +347,36 @@ def test_a_gather_of_the_log_probabilities_past_the_models_classes_names_its_out
     assert (other.kind, other.cause) == ("shape", "shape_mismatch")
 
 
+def one_hot(label: torch.Tensor, n_classes: int) -> torch.Tensor:
+    return torch.eye(n_classes)[label]
+
+
+def test_a_one_hot_table_read_at_an_ignore_label_is_a_label_past_the_classes() -> None:
+    """A boundary loss one-hot encodes segmentation masks with ``torch.eye(C)[label]``, and the masks mark
+    pixels to ignore with 255: the labels, a per-sample tensor of the failing line, hold the very index that
+    is out of bounds, and the table has a row per class of the model's head (a Conv2d of 2 channels). An
+    index error of dimension 0 whose index no per-sample tensor holds stays a plain index error."""
+    from tuidebug.agent.crash import analyse
+
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 2, 1))
+    masks = torch.zeros(4, 6, 6, dtype=torch.long)
+    masks[1, 2:4, 2:4] = 255
+    with pytest.raises(IndexError) as raised:
+        one_hot(masks, 2)
+    crash = analyse(raised.value, None, None, 4, {}, model_call=(model, ((), {})))
+    with pytest.raises(IndexError) as elsewhere:
+        torch.eye(2)[torch.tensor([0, 7])]
+    plain = analyse(elsewhere.value, None, None, 4, {}, model_call=(model, ((), {})))
+
+    assert (crash.kind, crash.cause) == ("shape", "target_out_of_range")
+    assert crash.findings[0].startswith("`label` ((4, 6, 6) int64 values 0..255) holds label 255 at 4 entries")
+    assert "a table of the model's 2 classes (valid 0..1) (255 is the value labels commonly give" in crash.findings[0]
+    assert crash.findings[1].startswith("the model's 2 outputs a sample come from `2` (Conv2d(8, 2")
+    assert crash.fix.endswith("`label.masked_fill(label >= 2, 0)` with those entries weighted out), or build `2` "
+                              "with as many outputs as the labels have classes")
+    assert plain.cause != "target_out_of_range"
+
+
 def test_the_fast_weights_of_an_unrolled_inner_loop_are_found_where_the_models_own_are_not() -> None:
     """MAML-style fast weights, each step's made from the last with create_graph: a dict of the model's weight
     shapes, all autograd results. The model's own parameters (leaves) and a list of activations are not."""

@@ -172,7 +172,8 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
                               "leads from it to any parameter")
     elif _sample_data_error(crash, exc, tb):
         pass
-    elif _index_past_classes(crash, exc, model_call[0] if model_call is not None else None):
+    elif _index_past_classes(crash, exc, model_call[0] if model_call is not None else None,
+                             found[1] if found is not None else None, model_batch):
         pass
     elif _index_past_size(crash, exc, loader):
         pass
@@ -343,7 +344,8 @@ def _output_layer(crash: Crash, model: torch.nn.Module | None, width: int) -> tu
     if model is None:
         return None
     layer = next(((name, module) for name, module in reversed(list(model.named_modules()))
-                  if name and getattr(module, "out_features", None) == width), None)
+                  if name and width in (getattr(module, "out_features", None), getattr(module, "out_channels", None))),
+                 None)
     if layer is None:
         return None
     name, module = layer
@@ -523,16 +525,20 @@ def _sample_data_error(crash: Crash, exc: BaseException, tb: TracebackType | Non
     return True
 
 
-def _index_past_classes(crash: Crash, exc: BaseException, model: torch.nn.Module | None) -> bool:
+def _index_past_classes(crash: Crash, exc: BaseException, model: torch.nn.Module | None,
+                        frame: FrameType | None = None, batch: int | None = None) -> bool:
     """An index past the model's classes: a gather (or an index) into a dimension after the batch whose size is
     the model's output width, at an index beyond it (t2vec's vocabulary of 404 cells for a model built with
-    402 outputs, its targets' neighbours read from the log-probabilities). The indices come from the data's
-    labels; the model is sized for fewer classes than they hold."""
+    402 outputs, its targets' neighbours read from the log-probabilities); or a table of one row a class (a
+    one-hot ``torch.eye(C)[labels]``) read at a label past it, where a per-sample integer tensor of the failing
+    line holds that very index. The indices come from the data's labels; the model is sized for fewer classes
+    than they hold."""
     match = TENSOR_INDEX.search(str(exc))
     if not isinstance(exc, (RuntimeError, IndexError)) or match is None:
         return False
     index, dim, size = (int(group) for group in match.groups())
-    if dim == 0 or index < size:
+    labels = _labels_holding(frame, index, batch) if dim == 0 else None
+    if (dim == 0 and labels is None) or index < size:
         return False
     first = len(crash.findings)
     layer = _output_layer(crash, model, size)
@@ -541,11 +547,38 @@ def _index_past_classes(crash: Crash, exc: BaseException, model: torch.nn.Module
     name, built = layer
     line = crash.failing_line
     crash.kind, crash.cause = "shape", "target_out_of_range"
-    crash.findings.insert(first, f"index {index} in dimension {dim} at {line} is past the model's {size} classes "
-                          f"(valid 0..{size - 1}): the labels reach class {index}")
-    crash.fix = (f"build `{name}` with as many outputs as the data has classes (at least {index + 1}): the size it "
-                 f"is built with{f' at {built}' if built else ''} gives {size}; or keep the labels below {size}")
+    if labels is None:
+        crash.findings.insert(first, f"index {index} in dimension {dim} at {line} is past the model's {size} classes "
+                              f"(valid 0..{size - 1}): the labels reach class {index}")
+        crash.fix = (f"build `{name}` with as many outputs as the data has classes (at least {index + 1}): the size it "
+                     f"is built with{f' at {built}' if built else ''} gives {size}; or keep the labels below {size}")
+        return True
+    label, tensor = labels
+    counted = int((tensor == index).sum())
+    ignore = f" ({index} is the value labels commonly give what the loss should ignore)" if index in IGNORE_LABELS \
+        else ""
+    crash.findings.insert(first, f"`{label}` ({describe(tensor)}) holds label {index} at {counted} entries, and {line} "
+                          f"reads a row per label from a table of the model's {size} classes (valid 0..{size - 1})"
+                          f"{ignore}")
+    crash.fix = (f"at {line}: leave the labels past class {size - 1} out before `{label}` indexes (mask them, e.g. "
+                 f"`{label}.masked_fill({label} >= {size}, 0)` with those entries weighted out), or build `{name}` with "
+                 f"as many outputs as the labels have classes")
     return True
+
+
+IGNORE_LABELS = (255, -1, -100)
+
+
+def _labels_holding(frame: FrameType | None, index: int, batch: int | None) -> tuple[str, torch.Tensor] | None:
+    """The failing frame's per-sample integer tensor (first dim the batch) whose largest value is ``index``."""
+    if frame is None or not batch:
+        return None
+    for name, value in frame_locals(frame).items():
+        if isinstance(value, torch.Tensor) and not value.is_floating_point() and value.dtype != torch.bool \
+                and value.dim() and value.shape[0] == batch and 0 < value.numel() <= 10_000_000 \
+                and int(value.max()) == index:
+            return name, value
+    return None
 
 
 def _index_past_size(crash: Crash, exc: BaseException, loader: LoaderShape | None) -> bool:
