@@ -1591,6 +1591,21 @@ def test_the_rate_an_optimizer_is_given_is_traced_to_its_assignment_or_its_optio
     assert source.rate_argument_sites(str(script), 8) == []
 
 
+def test_the_line_of_a_rate_passed_on_a_later_line_of_a_call_spanning_lines_is_named(tmp_path) -> None:
+    """evo-design's optimizer, built over three lines: its rate (the genome's weight decay, by mistake) is on
+    the second, the line to fix; a call on one line names no other."""
+    script = tmp_path / "genome.py"
+    script.write_text("import torch\n"
+                      "def build(model, info):\n"
+                      "    optimizer = torch.optim.SGD(model.parameters(),\n"
+                      "                                lr=info['weight_decay']['val'],\n"
+                      "                                momentum=0.9)\n"
+                      "    other = torch.optim.SGD(model.parameters(), lr=0.1)\n")
+
+    assert str(source.rate_argument_line(str(script), 3)) == "genome.py:4 `lr=info['weight_decay']['val'],`"
+    assert source.rate_argument_line(str(script), 6) is None
+
+
 def test_vanishing_gradients_through_stacked_sigmoids_are_proven_by_relu_from_the_same_fresh_start(start_run) -> None:
     result = check_at(start_run, "deep_sigmoid_regression.py", "learning.activations", 30)
 

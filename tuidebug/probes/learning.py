@@ -37,7 +37,7 @@ from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, Need
 from tuidebug.probes.source import (
     assigned_name, assignment_before, assignment_target, assignments, backward_target, bias_inits, calls_named,
     enclosing_function, first_argument, forced_requires_grad, freezes, grad_off_block, grad_switched_off,
-    guarded_steps, hand_updates, in_files, indexed_attributes, keyword_values, module_site, option_defaults,
+    guarded_steps, hand_updates, in_files, indexed_attributes, keyword_values, module_site, option_defaults, rate_argument_line,
     rate_assignments, rate_name, returns_nothing, rewrapped, shuffles, unsorted_listings, weight_inits)
 from tuidebug.probes.trials import fallen_to, finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, op_tensors
@@ -900,8 +900,10 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
             held = _held_below_built(ctx, last, curve[-1][0], factor, evidence)
             if held is not None:
                 return held
+            passed = next((line.split(" at ", 1)[1] for line in origin if line.startswith("the rate is passed at ")), None)
             return ProbeOutcome(FAIL, f"the learning rate {last:.3g} is too low: the loss falls at {last * factor:.3g}",
-                                evidence, f"raise the learning rate to about {last * factor:.3g}",
+                                evidence, f"raise the learning rate to about {last * factor:.3g}"
+                                + (f" where it is passed, at {passed}" if passed else ""),
                                 data={"cause": "learning_rate_too_low", "confirmed": True})
     if last == 0:
         where = f" ({origin[-1].split(': ', 1)[-1]})" if origin else ""
@@ -1117,6 +1119,9 @@ def rate_origin(facts: Any) -> list[str]:
         match = re.search(r"\blr\s*=\s*([A-Za-z_][\w.]*)", text)
         path, _, line = site.split(" ", 1)[0].rpartition(":")
         full = next((p for p in facts.source_files if p.endswith(path)), None)
+        passed = rate_argument_line(full, int(line)) if full else None
+        if passed is not None:
+            lines.append(f"the rate is passed at {passed}")
         if match and full:
             name = match.group(1).split(".")[-1]
             for assigned in assignments(full, name):

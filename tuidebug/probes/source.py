@@ -426,15 +426,26 @@ def rate_argument_sites(path: str, line: int) -> list[Site]:
     is set: the last assignment of that name before it in the same function (``base_lr = cfg["lr"] *
     batch_size / 16``), or the command-line option's default for ``args.lr``. Empty for a literal rate."""
     call = _call_at(path, line)
-    if call is None:
-        return []
-    value = next((k.value for k in call.keywords if k.arg == "lr"), call.args[1] if len(call.args) > 1 else None)
+    value = _rate_argument(call) if call is not None else None
     if isinstance(value, ast.Name):
         found = assignment_before(path, value.id, line)
         return [found[0]] if found else []
     if isinstance(value, ast.Attribute):
         return [site for site, _ in option_defaults(path, value.attr)]
     return []
+
+
+def _rate_argument(call: ast.Call) -> ast.expr | None:
+    """The rate a call passes: its ``lr=`` keyword, else its second positional argument."""
+    return next((k.value for k in call.keywords if k.arg == "lr"), call.args[1] if len(call.args) > 1 else None)
+
+
+def rate_argument_line(path: str, line: int) -> Site | None:
+    """The line of the rate passed to the call on ``line`` where the call spans lines and the rate is on a
+    later one (``optim.SGD(params,`` then ``lr=build_info['weight_decay']['val'],``)."""
+    call = _call_at(path, line)
+    value = _rate_argument(call) if call is not None else None
+    return Site(path, value.lineno, "") if value is not None and value.lineno != line else None
 
 
 def option_defaults(path: str, option: str) -> list[tuple[Site, str]]:
