@@ -1112,6 +1112,29 @@ def test_a_batch_flattened_with_its_positions_and_viewed_back_is_not_a_relabel_w
     assert moved.relabel is not None and moved.relabel.batch_dim == 1 and rows.shape == (16, 12)
 
 
+def test_a_view_whose_dim_starts_inside_one_source_dim_and_ends_inside_the_next_mixes_positions() -> None:
+    """A (2+1)D block's per-frame conv output, (b * t, c, h, w), viewed as (b * h * w, c, t) for its temporal
+    conv: dim 1 takes the end of one row and the start of the next, so the time conv runs over neighbouring
+    pixels of one frame. The heads of an attention split out of the features, (t, b, e) as (t, b * heads, e /
+    heads), and a flatten only split and merge dims: each of their dims starts or ends on a source boundary."""
+    from tuidebug.probes.shape import _relabelled
+
+    frames = torch.randn(4 * 8, 6, 12, 12)
+    with SilentShapes(4) as folded:
+        frames.view(4 * 12 * 12, 6, 8)
+    with SilentShapes(4) as heads:
+        torch.randn(10, 4, 48).view(10, 4 * 8, 6)
+        frames.view(4, 8, -1)
+
+    assert folded.relabel is not None and folded.relabel.straddle == (1, 2, 3)
+    outcome = _relabelled(folded.relabel)
+    assert outcome.data["cause"] == "batch_folded"
+    assert outcome.summary.endswith("reads (32, 6, 12, 12) as (576, 6, 8): its dim 1 (6) takes the last part of the "
+                                    "source's dim 2 (12) and the first part of its dim 3 (12): the view mixes values "
+                                    "of different positions (or features) in one dim")
+    assert heads.relabel is None
+
+
 def test_scores_flattened_to_rows_of_classes_before_their_class_dim_is_last_are_a_fold_fixed_by_a_permute() -> None:
     scores = torch.randn(4, 3, 10, requires_grad=True)
     frames = torch.randint(0, 3, (40,))

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import itertools
 import math
+import operator
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -304,6 +306,7 @@ class Relabel:
     stacked: tuple[int, Site] | None = None  # (k, the line): k tensors of the batch's rows joined along dim 0
     class_dim: int | None = None  # the source's class dim, which the loss reads from the last dim of the rows
     loss: str | None = None  # the loss that reads the rows as classes
+    straddle: tuple[int, int, int] | None = None  # (result dim, source dims it starts and ends inside): see _straddled
 
     def text(self) -> str:
         if self.class_dim is not None:
@@ -316,6 +319,9 @@ class Relabel:
             return (f"{self.op} at {self.site} reads {shape_text(self.before)}, {parts} blocks of the batch's rows joined "
                     f"along dim 0 by torch.cat at {joined}, as {shape_text(self.after)}: each row of the result takes "
                     f"{parts} consecutive rows of the first block, so values of different samples are mixed")
+        if self.straddle is not None:
+            return (f"{self.op} at {self.site} turns {shape_text(self.before)} into {shape_text(self.after)}: "
+                    f"{_straddle_text(self)}, so its values are not the source's dims split or merged")
         what = (f"the batch (dim {self.batch_dim}) becomes the first dim" if self.batch_dim is not None else
                 "the same sizes in another order")
         return (f"{self.op} at {self.site} turns {shape_text(self.before)} into {shape_text(self.after)}: {what} "
@@ -371,6 +377,31 @@ def _class_dim_split(before: tuple[int, ...], after: tuple[int, ...]) -> int | N
         return None
     return next((d for d in range(len(before) - 1) if before[d] == after[1] and math.prod(before[d + 1:]) > 1
                  and math.prod(before) == after[0] * after[1]), None)
+
+
+def _straddled(before: tuple[int, ...], after: tuple[int, ...]) -> tuple[int, int, int] | None:
+    """A result dim that starts inside one dim of the source and ends inside a later one: (b * t, c, 16, 16) viewed
+    as (b * 256, c, t) makes its dim 1 of the last part of a row and the first part of a column. A view that only
+    splits and merges the source's dims (the batch with its positions, heads out of the features) starts or ends
+    each of its dims on a boundary of the source's. (result dim, source dims it starts and ends in), else None."""
+    bounds = set(itertools.accumulate(before, operator.mul))
+    starts = list(itertools.accumulate(before, operator.mul, initial=1))
+    low = 1
+    for dim, size in enumerate(after):
+        high = low * size
+        first = next((d for d in range(len(before)) if starts[d] < low < starts[d + 1]), None)
+        last = next((d for d in range(len(before)) if starts[d] < high < starts[d + 1]), None)
+        if size > 1 and low not in bounds and high not in bounds and first is not None and last is not None \
+                and first < last:
+            return dim, first, last
+        low = high
+    return None
+
+
+def _straddle_text(found: Relabel) -> str:
+    dim, first, last = found.straddle
+    return (f"its dim {dim} ({found.after[dim]}) takes the last part of the source's dim {first} "
+            f"({found.before[first]}) and the first part of its dim {last} ({found.before[last]})")
 
 
 def reordered(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
@@ -482,6 +513,10 @@ class SilentShapes(OpWatch):
             where = next((d for d in range(1, len(before)) if before[d] == batch), None)
             if where is not None and math.prod(before[:where]) > 1:
                 self.relabel = Relabel(name, site, before, after, where)
+        elif batch and batch > 1 and before[0] % batch == 0:
+            straddle = _straddled(before, after)
+            if straddle is not None:
+                self.relabel = Relabel(name, site, before, after, straddle=straddle)
 
     def _paired(self, name: str, first: torch.Tensor, second: torch.Tensor, result: torch.Tensor, site: Site) -> None:
         if self.pairing is not None or not (first.requires_grad or second.requires_grad):
@@ -628,6 +663,14 @@ def _relabelled(found: Relabel) -> ProbeOutcome:
             f"{joined.short}, as {shape_text(found.after)}: each row mixes {parts} different samples", [found.text()],
             f"join along the features instead: torch.cat([...], dim=1) at {joined.short} (each sample's {parts} parts "
             "side by side), then the view",
+            data={"cause": "batch_folded"})
+    if found.straddle is not None:
+        return ProbeOutcome(
+            FAIL, f"`{found.op}` at {site.short} reads {shape_text(found.before)} as {shape_text(found.after)}: "
+            f"{_straddle_text(found)}: the view mixes values of different positions (or features) in one dim",
+            [found.text() + " (seen in an iteration of the run watched op by op)"],
+            f"at {site.short}: permute the source so the dims the result puts together are next to each other and in "
+            f"its order, then reshape (x.permute(...).reshape({', '.join(map(str, found.after))}))",
             data={"cause": "batch_folded"})
     if dim is not None:
         order = [dim, *(d for d in range(len(found.before)) if d != dim)]
