@@ -889,6 +889,17 @@ def check_at(start_run, script: str, check: str, break_at: int):
     return session.probe_results[check]
 
 
+def test_a_mixture_of_probabilities_given_to_nll_loss_is_named_with_the_log_as_its_fix(start_run) -> None:
+    """No softmax makes the loss's input (a gate mixes two), but its rows are non-negative and sum to 1:
+    nll_loss reads probabilities where it expects log-probabilities."""
+    result = check_at(start_run, "mixture_probs_nll.py", "learning.loss_input", 20)
+
+    assert result.status == "fail" and result.data["cause"] == "softmax_before_loss"
+    assert result.summary == ("NLLLoss (nll_loss) at mixture_probs_nll.py:26 gets probabilities made by Mixer (Mixer) "
+                              "(rows that sum to 1, made by AddBackward0), but it expects log-probabilities (log_softmax)")
+    assert result.fix.startswith("pass the log of the probabilities to nll_loss at mixture_probs_nll.py:26: torch.log(")
+
+
 def test_gradients_switched_off_for_the_script_are_named_with_the_loss_made_to_require_grad(start_run) -> None:
     result = check_at(start_run, "grad_switched_off.py", "learning.graph", 20)
 

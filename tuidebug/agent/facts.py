@@ -334,6 +334,14 @@ class LossCall:
         if has_target == 1:
             self.target_min, self.target_max = target_low, target_high
 
+    @property
+    def gets_probabilities(self) -> bool:
+        """A class loss given probabilities: a softmax made its input, or its rows are non-negative and sum to 1
+        (a mixture of distributions, a pointer-generator's output). cross_entropy expects logits and nll_loss
+        log-probabilities, which are never all non-negative."""
+        return self.function in ("cross_entropy", "nll_loss") and (
+            (self.input_producer or "").startswith("Softmax") or self.rows_sum_to_one)
+
     @functools.cached_property
     def broadcasts(self) -> bool:
         """Input and target of different shapes that broadcast to a larger one ((N,1) against (N,))."""
@@ -862,8 +870,7 @@ class Facts:
     def _loss_input(self) -> str | None:
         for call in self.loss_calls.values():
             producer = call.input_producer or ""
-            if call.function in ("cross_entropy", "nll_loss") and (
-                    producer.startswith("Softmax") or (call.rows_sum_to_one and call.function == "cross_entropy")):
+            if call.gets_probabilities:
                 made = f" made by {call.input_module}" if call.input_module else ""
                 loss = f"{call.loss_module} ({call.function})" if call.loss_module else call.function
                 return (f"{loss} at {call.site} gets probabilities{made} ({producer or 'rows sum to 1'}): "

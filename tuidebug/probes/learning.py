@@ -1147,19 +1147,10 @@ def loss_input(ctx: ProbeContext) -> ProbeOutcome:
                     f", values {c.input_min:.3g}..{c.input_max:.3g}" if c.input_min is not None else "") for c in calls]
     for call in calls:
         producer = call.input_producer or ""
-        probabilities = producer.startswith("Softmax") or (call.function == "cross_entropy" and call.rows_sum_to_one)
         loss = f"{call.loss_module} ({call.function})" if call.loss_module else call.function
         layer = f" by {call.input_module}" if call.input_module else ""
-        if call.function in ("cross_entropy", "nll_loss") and probabilities:
-            where = _activation_sites(ctx, call, {"softmax", "Softmax"})
-            evidence += [f"the softmax is applied at {site}" for site in where]
-            expects = "logits" if call.function == "cross_entropy" else "log-probabilities (log_softmax)"
-            at = f" at {where[0].short}" if where else layer
-            fix = (f"drop the softmax{at} and pass the logits to the loss (apply softmax only for predictions)"
-                   if call.function == "cross_entropy" else f"use log_softmax instead of the softmax{at} before nll_loss")
-            return ProbeOutcome(FAIL, f"{loss} at {call.site.split(' ')[0]} gets probabilities made{layer} "
-                                f"(softmax), but it expects {expects}", evidence, fix,
-                                data={"cause": "softmax_before_loss"})
+        if call.gets_probabilities:
+            return _probabilities_to_class_loss(ctx, call, loss, layer, evidence)
         if call.function == "binary_cross_entropy_with_logits" and producer.startswith("Sigmoid"):
             where = _activation_sites(ctx, call, {"sigmoid", "Sigmoid"})
             evidence += [f"the sigmoid is applied at {site}" for site in where]
@@ -1171,6 +1162,29 @@ def loss_input(ctx: ProbeContext) -> ProbeOutcome:
         if call.function in CLAMPED_SCORES and producer.startswith("Relu"):
             return _relu_scores(ctx, call, loss, layer, evidence)
     return ProbeOutcome(PASS, "the losses get what they expect (logits / log-probabilities)", evidence)
+
+
+def _probabilities_to_class_loss(ctx: ProbeContext, call: Any, loss: str, layer: str,
+                                 evidence: list[str]) -> ProbeOutcome:
+    """cross_entropy or nll_loss given probabilities: made by a softmax (or viewed from one), or, for nll_loss,
+    rows that sum to 1 made otherwise (a mixture of distributions), whose log the loss needs."""
+    softmax = (call.input_producer or "").startswith("Softmax")
+    mixture = not softmax and call.function == "nll_loss"
+    where = [] if mixture else _activation_sites(ctx, call, {"softmax", "Softmax"})
+    evidence += [f"the softmax is applied at {site}" for site in where]
+    expects = "logits" if call.function == "cross_entropy" else "log-probabilities (log_softmax)"
+    at = f" at {where[0].short}" if where else layer
+    made = f"(rows that sum to 1, made by {call.input_producer or 'a leaf'})" if mixture else "(softmax)"
+    if mixture:
+        fix = (f"pass the log of the probabilities to {call.function} at {call.site.split(' ')[0]}: "
+               "torch.log(p.clamp_min(1e-12)), or keep log-probabilities throughout (log_softmax, torch.logsumexp "
+               "for a mixture)")
+    elif call.function == "cross_entropy":
+        fix = f"drop the softmax{at} and pass the logits to the loss (apply softmax only for predictions)"
+    else:
+        fix = f"use log_softmax instead of the softmax{at} before nll_loss"
+    return ProbeOutcome(FAIL, f"{loss} at {call.site.split(' ')[0]} gets probabilities{' made' + layer if layer else ''} "
+                        f"{made}, but it expects {expects}", evidence, fix, data={"cause": "softmax_before_loss"})
 
 
 def _relu_scores(ctx: ProbeContext, call: Any, loss: str, layer: str, evidence: list[str]) -> ProbeOutcome:
