@@ -23,6 +23,19 @@ def diagnose(tmp_path: Path, script: str | Path, *args: str) -> tuple[int, dict,
     return result.returncode, json.loads(out.read_text()), result.stdout
 
 
+def test_a_nan_in_weights_kept_as_plain_tensors_says_no_check_could_try_a_cause(tmp_path):
+    """No nn.Module and no optimizer: no check can replay the run, so none tries a cause, and the verdict's fix
+    says why instead of pointing at trials that never ran."""
+    out = tmp_path / "report.json"
+    subprocess.run([*tuidebug_command(), "diagnose", "--json", str(out), str(SCRIPTS / "plain_tensors_diverge.py")],
+                   capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    report = json.loads(out.read_text())
+
+    assert (report["failure_class"], report["cause"]) == ("nan", "nan_unexplained")
+    assert report["fix"].startswith("no check could try a cause, so no trial ran: the script trains no nn.Module: "
+                                    "its 1 weight tensor(s) are plain tensors updated by hand"), report["fix"]
+
+
 @pytest.mark.parametrize("script, args, failure_class, cause", [
     ("nan_after_warmup.py", ("--sleep", "0"), "nan", "learning_rate_too_high"),
     ("nan_inputs.py", (), "nan", "nan_in_inputs"),

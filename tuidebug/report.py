@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 from tuidebug.format import bytes_text, number
@@ -21,6 +22,9 @@ def build_report(walk: Walk, session: Session, reproduction: str | None, partial
     check = deciding_check(walk)
     deciding = walk.results[check] if check is not None else None
     fix = deciding.fix if deciding is not None and deciding.fix else verdict.fix
+    unrun = _why_no_check_ran(walk) if verdict.cause in NO_CAUSE and deciding is None else None
+    if unrun is not None:
+        fix = f"no check could try a cause, so no trial ran: {unrun}"
     summary = deciding.summary if deciding is not None else walk.reason
     if verdict.failure_class == "healthy":
         summary = _healthy_summary(walk, session)
@@ -114,6 +118,15 @@ def _every_check(walk: Walk, skip: str | None) -> list[str]:
         lines.append(f"{node_id} {result.status}: {result.summary}")
         lines += [f"  {line}" for line in result.evidence if "replay" in line or "trial" in line][:6]
     return lines
+
+
+def _why_no_check_ran(walk: Walk) -> str | None:
+    """Where no check on the path passed or failed (each was inconclusive or errored), the reason most of them
+    gave: the verdict's fix says that, not that trials were listed."""
+    results = [walk.results[n] for n in walk.path if walk.tree[n].kind == "check" and n in walk.results]
+    if not results or any(r.status in ("pass", "fail") for r in results):
+        return None
+    return Counter(r.summary for r in results).most_common(1)[0][0]
 
 
 def _check_ids(walk: Walk) -> list[str]:

@@ -254,6 +254,16 @@ def _training_step_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
     return loss
 
 
+def _no_pipeline(agent: Agent, model: torch.nn.Module | None) -> str:
+    """Why no copy can be trained: nothing seen yet, or a run that steps weights kept as plain tensors."""
+    plain = agent.hand_updated_parameters() if model is None and agent.step else []
+    if plain:
+        return (f"the script trains no nn.Module: its {len(plain)} weight tensor(s) are plain tensors updated by hand "
+                f"({agent.step} steps so far), and the probes replay a model and its optimizer; hold the weights in "
+                "an nn.Module (nn.Parameter) and step them with a torch.optim optimizer to have them checked")
+    return "no model and optimizer seen yet: let the script run at least one step"
+
+
 class CopyTrainer:
     """Trains a deep copy of (model, optimizer): the real ones are never touched."""
 
@@ -264,7 +274,7 @@ class CopyTrainer:
         model = observed.model
         optimizer = agent.optimizer_of(model) if model is not None else None
         if model is None or optimizer is None:
-            raise NoPipeline("no model and optimizer seen yet: let the script run at least one step")
+            raise NoPipeline(_no_pipeline(agent, model))
         self._rates = agent.rates_of_last_step(optimizer) if rates_of_last_step else None
         lightning = agent.lightning_module()
         self.observed_inputs = False  # inputs caught at the model's call, not a DataLoader batch: never sliced
