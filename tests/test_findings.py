@@ -1936,6 +1936,29 @@ def test_a_reshape_that_swaps_batch_and_tokens_mixes_the_samples_where_the_layer
     assert model.training and all(p.grad is None for p in model.parameters())
 
 
+@pytest.mark.parametrize("loader_batch", [4, None])
+def test_a_model_given_its_batch_sequence_first_by_the_scripts_collate_is_not_read_as_mixing_samples(
+        loader_batch: int | None) -> None:
+    """A switch transformer's collate transposes each batch to (seq, batch, features): dim 0 holds positions, and
+    attention mixes positions by design. Where the DataLoader's batch_size sits in dim 1, changing "sample 0" of
+    dim 0 says nothing: the check leaves it (it used to call the run a fold); without a DataLoader to say which
+    dim is the batch, it reads dim 0 as before."""
+    from tuidebug.probes.batch_mixing import mixing
+    torch.manual_seed(0)
+    model = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
+    run = types.SimpleNamespace(model=model, model_inputs=lambda: ((torch.randn(12, 4, 8),), {}),
+                                loader_batch_size=lambda: loader_batch)
+    outcome = mixing(types.SimpleNamespace(run=run))
+
+    if loader_batch:
+        assert outcome.status == "inconclusive"
+        assert outcome.summary == ("the model takes its input sequence first, (12, 4, 8) with the DataLoader's batch "
+                                   "of 4 in dim 1: this check changes one sample along dim 0, which holds the "
+                                   "positions here")
+    else:
+        assert outcome.status == "fail"
+
+
 class LayerInForward(nn.Module):
     """A point-cloud pooling block that builds its conv inside forward: new random weights at every call."""
 

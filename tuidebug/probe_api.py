@@ -177,6 +177,9 @@ class RunView(Protocol):
     def recent_batches(self) -> list[Any]:
         """The captured batches (``step``, ``batch``) of the steps up to the failure, oldest first."""
 
+    def loader_batch_size(self) -> int | None:
+        """The batch_size of the DataLoader the loop trains from, if it trains from one (and it sets one)."""
+
     def can_replay(self) -> bool:
         """Whether ``ctx.trainer`` can run the pipeline here (a live loop, or a copy where wanted)."""
 

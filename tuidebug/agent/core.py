@@ -770,8 +770,11 @@ class Agent:
         return step
 
     def _loader_batch(self) -> int | None:
+        return None if self.watched_step.done else self.loader_batch_size()
+
+    def loader_batch_size(self) -> int | None:
         """The batch_size of the DataLoader the loop trains from, if it trains from one (and it sets one)."""
-        if self.watched_step.done or not self.loop_uses_loader():
+        if not self.loop_uses_loader():
             return None
         loader = self.feeding_loader()
         return loader.batch_size if loader is not None else None

@@ -179,6 +179,10 @@ def mixing(ctx: ProbeContext) -> ProbeOutcome:
     batch = first_dim(tensors_of(called)) if called is not None else None
     if model is None or called is None or not batch or batch < 2:
         return ProbeOutcome(INCONCLUSIVE, "no batch of two samples or more seen at the model's call", [])
+    sequence_first = _sequence_first(tensors_of(called), batch, ctx.run.loader_batch_size())
+    if sequence_first is not None:
+        return ProbeOutcome(INCONCLUSIVE, f"the model takes its input sequence first, {sequence_first}: this check "
+                            "changes one sample along dim 0, which holds the positions here", [])
     found = chart(model, *called, batch)
     if found is None:
         return ProbeOutcome(INCONCLUSIVE, "no input of the model's call has the batch first to change one sample of", [])
@@ -207,6 +211,15 @@ def mixing(ctx: ProbeContext) -> ProbeOutcome:
         f"keep the batch dimension where {mixed.name} at {mixed.site.short} reads it{before}: swap dims with "
         ".transpose()/.permute(), not .view()/.reshape(), and give a sequence-first layer (seq, batch, features) or "
         "build it with batch_first=True", data={"cause": "batch_folded", "site": str(mixed.site)})
+
+
+def _sequence_first(inputs: list[torch.Tensor], batch: int, loader_batch: int | None) -> str | None:
+    """The model's inputs laid out (seq, batch, ...) by the script: dim 0 is not the DataLoader's batch_size, dim
+    1 is (a collate that transposes the batch). Said as the input's shape, else None."""
+    if not loader_batch or batch == loader_batch:
+        return None
+    laid = next((t for t in inputs if t.dim() >= 2 and t.shape[1] == loader_batch), None)
+    return None if laid is None else f"{tuple(laid.shape)} with the DataLoader's batch of {loader_batch} in dim 1"
 
 
 def _before(found: Chart, evidence: list[str]) -> str:
