@@ -37,8 +37,9 @@ from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, Need
 from tuidebug.probes.source import (
     assigned_name, assignment_before, assignment_target, assignments, backward_target, bias_inits, calls_named,
     enclosing_function, first_argument, forced_requires_grad, freezes, grad_off_block, grad_switched_off,
-    guarded_steps, hand_updates, in_files, indexed_attributes, keyword_values, module_site, option_defaults, rate_argument_line,
-    rate_assignments, rate_name, returns_nothing, rewrapped, shuffles, unsorted_listings, weight_inits)
+    guarded_steps, hand_updates, in_files, indexed_attributes, keyword_values, module_site, option_defaults,
+    rate_argument_line, rate_assignments, rate_name, returns_nothing, rewrapped, shuffles, unsorted_listings,
+    weight_inits)
 from tuidebug.probes.trials import fallen_to, finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, op_tensors
 from tuidebug.sites import Site, is_user_file
@@ -900,7 +901,7 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
             held = _held_below_built(ctx, last, curve[-1][0], factor, evidence)
             if held is not None:
                 return held
-            passed = next((line.split(" at ", 1)[1] for line in origin if line.startswith("the rate is passed at ")), None)
+            passed = _rate_passed(facts)
             return ProbeOutcome(FAIL, f"the learning rate {last:.3g} is too low: the loss falls at {last * factor:.3g}",
                                 evidence, f"raise the learning rate to about {last * factor:.3g}"
                                 + (f" where it is passed, at {passed}" if passed else ""),
@@ -1109,6 +1110,16 @@ def _rate_not_factor(ctx: ProbeContext, evidence: list[str], last: float, schedu
         data={"cause": "learning_rate_too_low", "confirmed": confirmed})
 
 
+def _rate_passed(facts: Any) -> Site | None:
+    """The line of the latest optimizer's call that passes its rate, where the call spans lines and the rate is
+    on a later one than the call's first."""
+    for _, site in facts.optimizer_sites[-1:]:
+        path, _, line = site.split(" ", 1)[0].rpartition(":")
+        full = next((p for p in facts.source_files if p.endswith(path)), None)
+        return rate_argument_line(full, int(line)) if full else None
+    return None
+
+
 def rate_origin(facts: Any) -> list[str]:
     """Where the optimizer's rate comes from: the line that built the optimizer and, when it passes
     ``lr=name``, the lines that assign that name."""
@@ -1119,7 +1130,7 @@ def rate_origin(facts: Any) -> list[str]:
         match = re.search(r"\blr\s*=\s*([A-Za-z_][\w.]*)", text)
         path, _, line = site.split(" ", 1)[0].rpartition(":")
         full = next((p for p in facts.source_files if p.endswith(path)), None)
-        passed = rate_argument_line(full, int(line)) if full else None
+        passed = _rate_passed(facts)
         if passed is not None:
             lines.append(f"the rate is passed at {passed}")
         if match and full:

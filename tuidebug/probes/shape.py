@@ -384,17 +384,17 @@ def _straddled(before: tuple[int, ...], after: tuple[int, ...]) -> tuple[int, in
     as (b * 256, c, t) makes its dim 1 of the last part of a row and the first part of a column. A view that only
     splits and merges the source's dims (the batch with its positions, heads out of the features) starts or ends
     each of its dims on a boundary of the source's. (result dim, source dims it starts and ends in), else None."""
-    bounds = set(itertools.accumulate(before, operator.mul))
-    starts = list(itertools.accumulate(before, operator.mul, initial=1))
+    starts = list(itertools.accumulate(before, operator.mul, initial=1))  # dim d spans (starts[d], starts[d + 1]]
+
+    def inside(point: int) -> int | None:
+        return next((d for d in range(len(before)) if starts[d] < point < starts[d + 1]), None)
+
     low = 1
     for dim, size in enumerate(after):
-        high = low * size
-        first = next((d for d in range(len(before)) if starts[d] < low < starts[d + 1]), None)
-        last = next((d for d in range(len(before)) if starts[d] < high < starts[d + 1]), None)
-        if size > 1 and low not in bounds and high not in bounds and first is not None and last is not None \
-                and first < last:
+        first, last = inside(low), inside(low * size)
+        if first is not None and last is not None and first < last:
             return dim, first, last
-        low = high
+        low *= size
     return None
 
 
