@@ -896,7 +896,8 @@ def test_a_mixture_of_probabilities_given_to_nll_loss_is_named_with_the_log_as_i
 
     assert result.status == "fail" and result.data["cause"] == "softmax_before_loss"
     assert result.summary == ("NLLLoss (nll_loss) at mixture_probs_nll.py:26 gets probabilities made by Mixer (Mixer) "
-                              "(rows that sum to 1, made by AddBackward0), but it expects log-probabilities (log_softmax)")
+                              "(rows that sum to 1, made by AddBackward0), but it expects log-probabilities "
+                              "(log_softmax)")
     assert result.fix.startswith("pass the log of the probabilities to nll_loss at mixture_probs_nll.py:26: torch.log(")
 
 

@@ -561,8 +561,8 @@ def _index_past_classes(crash: Crash, exc: BaseException, model: torch.nn.Module
                           f"reads a row per label from a table of the model's {size} classes (valid 0..{size - 1})"
                           f"{ignore}")
     crash.fix = (f"at {line}: leave the labels past class {size - 1} out before `{label}` indexes (mask them, e.g. "
-                 f"`{label}.masked_fill({label} >= {size}, 0)` with those entries weighted out), or build `{name}` with "
-                 f"as many outputs as the labels have classes")
+                 f"`{label}.masked_fill({label} >= {size}, 0)` with those entries weighted out), or build "
+                 f"`{name}` with as many outputs as the labels have classes")
     return True
 
 

@@ -1194,8 +1194,9 @@ def _probabilities_to_class_loss(ctx: ProbeContext, call: Any, loss: str, layer:
         fix = f"drop the softmax{at} and pass the logits to the loss (apply softmax only for predictions)"
     else:
         fix = f"use log_softmax instead of the softmax{at} before nll_loss"
-    return ProbeOutcome(FAIL, f"{loss} at {call.site.split(' ')[0]} gets probabilities{' made' + layer if layer else ''} "
-                        f"{made}, but it expects {expects}", evidence, fix, data={"cause": "softmax_before_loss"})
+    made_by = f" made{layer}" if layer else ""
+    return ProbeOutcome(FAIL, f"{loss} at {call.site.split(' ')[0]} gets probabilities{made_by} {made}, but it expects "
+                        f"{expects}", evidence, fix, data={"cause": "softmax_before_loss"})
 
 
 def _relu_scores(ctx: ProbeContext, call: Any, loss: str, layer: str, evidence: list[str]) -> ProbeOutcome:
