@@ -1941,9 +1941,10 @@ def test_a_reshape_that_swaps_batch_and_tokens_mixes_the_samples_where_the_layer
 def test_a_model_given_its_batch_sequence_first_by_the_scripts_collate_is_not_read_as_mixing_samples(
         loader_batch: int | None) -> None:
     """A switch transformer's collate transposes each batch to (seq, batch, features): dim 0 holds positions, and
-    attention mixes positions by design. Where the DataLoader's batch_size sits in dim 1, changing "sample 0" of
-    dim 0 says nothing: the check leaves it (it used to call the run a fold); without a DataLoader to say which
-    dim is the batch, it reads dim 0 as before."""
+    attention mixes positions by design. Where the DataLoader's batch_size sits in dim 1, or dim 0 holds more rows
+    than its batches (the script's sampling loop after training calls the model on a (seq, 1) prompt), changing
+    "sample 0" of dim 0 says nothing: the check leaves it (it used to call the run a fold); without a DataLoader
+    to say which dim is the batch, it reads dim 0 as before."""
     from tuidebug.probes.batch_mixing import mixing
     torch.manual_seed(0)
     model = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
@@ -1951,13 +1952,18 @@ def test_a_model_given_its_batch_sequence_first_by_the_scripts_collate_is_not_re
                                 loader_batch_size=lambda: loader_batch)
     outcome = mixing(types.SimpleNamespace(run=run))
 
+    run.model_inputs = lambda: ((torch.randn(12, 1, 8),), {})  # a sampling loop's prompt, after training
+    prompt = mixing(types.SimpleNamespace(run=run))
+
     if loader_batch:
-        assert outcome.status == "inconclusive"
-        assert outcome.summary == ("the model takes its input sequence first, (12, 4, 8) with the DataLoader's batch "
-                                   "of 4 in dim 1: this check changes one sample along dim 0, which holds the "
-                                   "positions here")
+        assert (outcome.status, prompt.status) == ("inconclusive", "inconclusive")
+        assert outcome.summary == ("the model's latest input is (12, 4, 8), sequence first, with the DataLoader's "
+                                   "batch of 4 in dim 1: this check changes one sample along dim 0, which does not "
+                                   "hold the samples here")
+        assert prompt.summary.startswith("the model's latest input is (12, 1, 8), with 12 rows in dim 0, more than "
+                                         "the DataLoader's batches of 4")
     else:
-        assert outcome.status == "fail"
+        assert (outcome.status, prompt.status) == ("fail", "fail")
 
 
 class LayerInForward(nn.Module):

@@ -179,10 +179,10 @@ def mixing(ctx: ProbeContext) -> ProbeOutcome:
     batch = first_dim(tensors_of(called)) if called is not None else None
     if model is None or called is None or not batch or batch < 2:
         return ProbeOutcome(INCONCLUSIVE, "no batch of two samples or more seen at the model's call", [])
-    sequence_first = _sequence_first(tensors_of(called), batch, ctx.run.loader_batch_size())
-    if sequence_first is not None:
-        return ProbeOutcome(INCONCLUSIVE, f"the model takes its input sequence first, {sequence_first}: this check "
-                            "changes one sample along dim 0, which holds the positions here", [])
+    not_batch = _dim_0_not_the_batch(tensors_of(called), batch, ctx.run.loader_batch_size())
+    if not_batch is not None:
+        return ProbeOutcome(INCONCLUSIVE, f"the model's latest input is {not_batch}: this check changes one sample "
+                            "along dim 0, which does not hold the samples here", [])
     found = chart(model, *called, batch)
     if found is None:
         return ProbeOutcome(INCONCLUSIVE, "no input of the model's call has the batch first to change one sample of", [])
@@ -213,13 +213,20 @@ def mixing(ctx: ProbeContext) -> ProbeOutcome:
         "build it with batch_first=True", data={"cause": "batch_folded", "site": str(mixed.site)})
 
 
-def _sequence_first(inputs: list[torch.Tensor], batch: int, loader_batch: int | None) -> str | None:
-    """The model's inputs laid out (seq, batch, ...) by the script: dim 0 is not the DataLoader's batch_size, dim
-    1 is (a collate that transposes the batch). Said as the input's shape, else None."""
+def _dim_0_not_the_batch(inputs: list[torch.Tensor], batch: int, loader_batch: int | None) -> str | None:
+    """The model's inputs not laid out batch first, said as the input's shape: the DataLoader's batch_size in
+    dim 1 and not in dim 0 (a collate that makes them sequence first), or more rows in dim 0 than the DataLoader's
+    batches hold (positions of a sequence-first call: a sampling loop's (seq, 1) prompt). None where dim 0 may
+    be the batch (the loader's size, or an epoch's smaller last batch)."""
     if not loader_batch or batch == loader_batch:
         return None
     laid = next((t for t in inputs if t.dim() >= 2 and t.shape[1] == loader_batch), None)
-    return None if laid is None else f"{tuple(laid.shape)} with the DataLoader's batch of {loader_batch} in dim 1"
+    if laid is not None:
+        return f"{tuple(laid.shape)}, sequence first, with the DataLoader's batch of {loader_batch} in dim 1"
+    first = next((t for t in inputs if t.dim() >= 1), None)
+    if batch > loader_batch and first is not None:
+        return f"{tuple(first.shape)}, with {batch} rows in dim 0, more than the DataLoader's batches of {loader_batch}"
+    return None
 
 
 def _before(found: Chart, evidence: list[str]) -> str:
