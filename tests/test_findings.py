@@ -1732,7 +1732,7 @@ def test_outputs_rebuilt_from_numpy_and_made_to_require_grad_are_named_as_the_cu
     assert result.summary.endswith("the loss's input is a new tensor made to require grad at "
                                    "outputs_rebuilt_from_numpy.py:19 (`outputs.requires_grad = True`), cut from the "
                                    "model's output")
-    assert source.first_argument("loss = loss_func(outputs, labels)") == "outputs"
+    assert source.call_argument("loss = loss_func(outputs, labels)", 0) == "outputs"
 
 
 def test_a_rate_held_far_below_the_one_the_optimizer_was_built_with_names_the_line_that_computes_it(start_run) -> None:

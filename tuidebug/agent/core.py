@@ -769,9 +769,6 @@ class Agent:
         self.history.append(step)
         return step
 
-    def _loader_batch(self) -> int | None:
-        return None if self.watched_step.done else self.loader_batch_size()
-
     def loader_batch_size(self) -> int | None:
         """The batch_size of the DataLoader the loop trains from, if it trains from one (and it sets one)."""
         if not self.loop_uses_loader():
@@ -1329,7 +1326,8 @@ class Agent:
             self.client.send_metric(record)
         self._maybe_checkpoint(record.step_seconds)
         self.control.after_step(self.step)
-        self.watched_step.begin(self.step, self.observed.input_size, self._loader_batch())
+        self.watched_step.begin(self.step, self.observed.input_size,
+                                    None if self.watched_step.done else self.loader_batch_size())
 
     def _check_weights_move(self, skipped: bool) -> None:
         """At the sampled steps: the model's trainable weights (one fused norm) against the last sampled step's.

@@ -36,7 +36,7 @@ from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, Need
                                 ProbeOutcome, optimizer_params, probe)
 from tuidebug.probes.source import (
     assigned_name, assignment_before, assignment_target, assignments, backward_target, bias_inits, calls_named,
-    enclosing_function, first_argument, forced_requires_grad, freezes, grad_off_block, grad_switched_off,
+    call_argument, enclosing_function, forced_requires_grad, freezes, grad_off_block, grad_switched_off,
     guarded_steps, hand_updates, in_files, indexed_attributes, keyword_values, module_site, option_defaults,
     rate_argument_line, rate_assignments, rate_name, returns_nothing, rewrapped, shuffles, unsorted_listings,
     weight_inits)
@@ -369,8 +369,8 @@ def _loss_input_forced(facts: Any) -> list[Site]:
     """The user's lines that make the first loss call's input require grad by hand (``outputs =
     torch.Tensor(values)``, then ``outputs.requires_grad = True``): a rebuilt tensor, cut from the model."""
     call = next(iter(facts.loss_calls.values()), None)
-    name = first_argument(call.site.partition("`")[2].rstrip("`")) if call is not None else None
-    return in_files(facts.source_files, forced_requires_grad, name) if name else []
+    name = call_argument(call.site.partition("`")[2].rstrip("`"), 0) if call is not None else None
+    return in_files(facts.source_files, forced_requires_grad, name) if name and name.isidentifier() else []
 
 
 def _forced_loss_grad(facts: Any, read: Callable[[str, str], list[Site]] = forced_requires_grad) -> list[Site]:
@@ -1110,34 +1110,37 @@ def _rate_not_factor(ctx: ProbeContext, evidence: list[str], last: float, schedu
         data={"cause": "learning_rate_too_low", "confirmed": confirmed})
 
 
-def _rate_passed(facts: Any) -> Site | None:
-    """The line of the latest optimizer's call that passes its rate, where the call spans lines and the rate is
-    on a later one than the call's first."""
+def _optimizer_source(facts: Any) -> tuple[str, int, str] | None:
+    """(the file, the line, the line's text) where the latest optimizer was created, the file as the run read it."""
     for _, site in facts.optimizer_sites[-1:]:
         path, _, line = site.split(" ", 1)[0].rpartition(":")
         full = next((p for p in facts.source_files if p.endswith(path)), None)
-        return rate_argument_line(full, int(line)) if full else None
+        return (full, int(line), site.split("`", 1)[-1].rstrip("`") if "`" in site else "") if full else None
     return None
+
+
+def _rate_passed(facts: Any) -> Site | None:
+    """The line of the latest optimizer's call that passes its rate, where the call spans lines and the rate is
+    on a later one than the call's first."""
+    source = _optimizer_source(facts)
+    return rate_argument_line(*source[:2]) if source is not None else None
 
 
 def rate_origin(facts: Any) -> list[str]:
     """Where the optimizer's rate comes from: the line that built the optimizer and, when it passes
     ``lr=name``, the lines that assign that name."""
-    lines = []
-    for kind, site in facts.optimizer_sites[-1:]:
-        lines.append(f"{kind} created at {site}")
-        text = site.split("`", 1)[-1].rstrip("`") if "`" in site else ""
-        match = re.search(r"\blr\s*=\s*([A-Za-z_][\w.]*)", text)
-        path, _, line = site.split(" ", 1)[0].rpartition(":")
-        full = next((p for p in facts.source_files if p.endswith(path)), None)
-        passed = _rate_passed(facts)
+    lines = [f"{kind} created at {site}" for kind, site in facts.optimizer_sites[-1:]]
+    source = _optimizer_source(facts)
+    if source is not None:
+        full, line, text = source
+        passed = rate_argument_line(full, line)
         if passed is not None:
             lines.append(f"the rate is passed at {passed}")
-        if match and full:
+        match = re.search(r"\blr\s*=\s*([A-Za-z_][\w.]*)", text)
+        if match:
             name = match.group(1).split(".")[-1]
-            for assigned in assignments(full, name):
-                if assigned.line <= int(line):
-                    lines.append(f"the rate `{match.group(1)}` is assigned at: {Site(full, assigned.line, '')}")
+            lines += [f"the rate `{match.group(1)}` is assigned at: {Site(full, assigned.line, '')}"
+                      for assigned in assignments(full, name) if assigned.line <= line]
     lines += [f"{kind} created at {site} sets the rate the optimizer applies" for kind, site in facts.scheduler_sites[-1:]]
     return lines
 

@@ -24,7 +24,7 @@ import torch
 
 from tuidebug.batches import batch_size_of
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome, probe
-from tuidebug.probes.source import assignments, calls_named, in_files, keyword_values, reshaped_before
+from tuidebug.probes.source import assignments, call_argument, calls_named, in_files, keyword_values, reshaped_before
 from tuidebug.probes.watch import OpWatch, op_tensors
 from tuidebug.sites import Site
 
@@ -596,7 +596,7 @@ def _operand_names(text: str, name: str) -> tuple[str, str] | None:
 
 def _reordered(view: Any, files: set[str]) -> ProbeOutcome:
     """A model input viewed from a tensor with the same sizes in another order (``facts.ReorderedView``)."""
-    name = _argument(view.site.text, view.index) if view.site is not None else None
+    name = call_argument(view.site.text, view.index) if view.site is not None else None
     made = [site for site in in_files(files, assignments, name) if re.search(r"\.(view|reshape)\(", site.text)
             and (view.site is None or site.path != view.site.path or site.line < view.site.line)] if name else []
     where = made[-1] if made else None
@@ -616,16 +616,6 @@ def _reordered(view: Any, files: set[str]) -> ProbeOutcome:
         f"move the dims before reshaping{at}: {receiver}.permute({', '.join(map(str, order))}).reshape"
         f"({', '.join(map(str, view.shape))})" + (f" ({receiver}.t() for a matrix)" if len(view.base) == 2 else ""),
         data={"cause": "batch_folded"})
-
-
-def _argument(text: str, index: int) -> str | None:
-    """The source of argument ``index`` of the first call on a line (``model(X_train)`` -> ``X_train``)."""
-    try:
-        tree = ast.parse(text.strip().rstrip(":"), mode="exec")
-    except SyntaxError:
-        return None
-    call = next((node for node in ast.walk(tree) if isinstance(node, ast.Call)), None)
-    return ast.unparse(call.args[index]) if call is not None and index < len(call.args) else None
 
 
 def _order(base: tuple[int, ...], sizes: list[int]) -> list[int]:

@@ -774,11 +774,12 @@ def backward_target(text: str) -> str | None:
     return None
 
 
-def first_argument(text: str) -> str | None:
-    """The name given first to the outermost call of a line: ``outputs`` of ``loss = loss_func(outputs, labels)``."""
-    tree = _parse_line(text)
+def call_argument(text: str, index: int) -> str | None:
+    """The source of argument ``index`` of the outermost call of a line: ``outputs`` of ``loss =
+    loss_func(outputs, labels)`` (index 0), ``X_train`` of ``model(X_train)``."""
+    tree = _parse_line(text.strip().rstrip(":"))
     call = next((node for node in ast.walk(tree) if isinstance(node, ast.Call)), None) if tree is not None else None
-    return call.args[0].id if call is not None and call.args and isinstance(call.args[0], ast.Name) else None
+    return ast.unparse(call.args[index]) if call is not None and index < len(call.args) else None
 
 
 def forced_requires_grad(path: str, name: str) -> list[Site]:
