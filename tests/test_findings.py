@@ -2072,6 +2072,33 @@ def test_an_encoder_that_returns_its_batch_sorted_is_read_from_its_embeddings(re
         assert found.first_mixed is not None
 
 
+class PairClassifier(nn.Module):
+    """A question-pair classifier whose shared encoder sorts each sentence of the pair by its own lengths and
+    returns the batch sorted (corpus r52b): sample 0's two encodings land in two other rows."""
+
+    def __init__(self, restore: bool) -> None:
+        super().__init__()
+        self.encoder = SortedEncoder(restore)
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, a: torch.Tensor, a_lengths: torch.Tensor, b: torch.Tensor,
+                b_lengths: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.cat([self.encoder(a, a_lengths), self.encoder(b, b_lengths)], dim=1))
+
+
+@pytest.mark.parametrize("restore", [False, True])
+def test_a_pair_whose_two_inputs_are_each_sorted_apart_is_reordered_not_mixed(restore: bool) -> None:
+    """Changing both sentences of sample 0 moves two other outputs, which reads as mixing; changed one input at a
+    time, each moves exactly one: the batch came back in another order, its labels now meet other samples."""
+    from tuidebug.probes.batch_mixing import chart
+    torch.manual_seed(0)
+    a, b = torch.randint(1, 20, (6, 5)), torch.randint(1, 20, (6, 5))
+    a_lengths, b_lengths = torch.tensor([2, 5, 3, 4, 1, 5]), torch.tensor([5, 1, 4, 2, 3, 3])
+    found = chart(PairClassifier(restore), (a, a_lengths, b, b_lengths), {}, 6)
+
+    assert found.samples == ("apart" if restore else "reordered")
+
+
 def test_a_jacobian_taken_over_the_whole_batch_is_an_intermediate_that_grows_with_its_square() -> None:
     from tuidebug.probes.memory import _batch_jacobian
 

@@ -15,11 +15,11 @@ CHECKS = ("nan.lr", "nan.inputs", "nan.unsafe_math", "nan.grad_explosion")
 ARGS = {"nan_after_warmup.py": ("--sleep", "0")}
 
 
-def run_checks(script: str, break_at: int | None = None, folder=EXAMPLES, checks=CHECKS) -> dict:
+def run_checks(script: str, break_at: int | None = None, folder=EXAMPLES, checks=CHECKS, **config) -> dict:
     """Run the script to its first non-finite value (or ``break_at``) and ``checks`` (all four) there."""
     target = Target(str(folder / script), list(ARGS.get(script, ())))
     session = Session(target.name, target.args)
-    run = ChildRun(target, session, {"break_on_nan": True, "break_at": break_at}, capture_output=True)
+    run = ChildRun(target, session, {"break_on_nan": True, "break_at": break_at, **config}, capture_output=True)
     run.start()
     try:
         wait_for(lambda: session.state == "paused", 60, "the break")
@@ -309,3 +309,38 @@ def test_a_float16_overflow_in_an_unpacked_loss_is_proven_on_the_failing_values_
     assert any(line.startswith("... the same statement with every float16 operand in float32: ") for line in
                result.evidence)
     assert result.data["confirmed"] is True
+
+
+def test_trials_start_before_the_climb_where_the_checkpoint_near_the_failure_is_already_inside_it():
+    """The rolling checkpoints a few steps before the NaN hold weights the climb already wrecked (the loss
+    1e4 times its usual level): the trials start from the checkpoint before the climb, which fails again
+    as written, and a lower rate from there lets the loss fall."""
+    # a checkpoint every 4 steps whatever it costs: the calm one is then at most 40 steps before the failure
+    result = run_checks("nan_rate_raised_mid_run.py", folder=SCRIPTS, checks=("nan.lr",), checkpoint_every=4,
+                        checkpoint_budget=1.0)["nan.lr"]
+
+    replay = next(line for line in result.evidence if line.startswith("replay from"))
+    assert "(before the loss climbed)" in replay and ("non-finite" in replay or "diverging" in replay), result.evidence
+    step = int(replay.split("the checkpoint of step ")[1].split(" ")[0])
+    assert step <= 61  # the rate is raised at step 61, and the loss leaves its level at step 62
+    assert result.status == "fail" and "keeps the loss falling" in result.summary, result.summary
+
+
+def test_gradient_spikes_while_the_loss_stays_level_are_found_before_the_climb():
+    """A point cloud's stray returns (corpus r48a): the gradient norm jumps 100-800x its usual level on a
+    few batches whose loss is still ordinary, then the loss climbs. The spikes under the calm loss are what
+    tells an explosion from a rate too high, whose norm rises with the loss."""
+    from tuidebug.probes.nan import spikes_under_calm_loss
+    from tuidebug.protocol import Step
+
+    norms = [0.1] * 100 + [0.12, 12.6, 0.13, 31.9, 0.2, 80.7, 1.2, 1.0, 352.0, 433.0, 6809.0]
+    losses = [1.6] * 100 + [1.3, 1.3, 1.2, 1.3, 1.0, 3.2, 1.1, 1.1, 55.8, 32.9, 718.0]
+    history = [Step(step=i + 1, time=0.0, loss=loss, grad_norm=norm)
+               for i, (loss, norm) in enumerate(zip(losses, norms))]
+
+    spikes = spikes_under_calm_loss(history, healthy=0.1)
+    assert [step for step, _, _ in spikes] == [102, 104, 106]  # not 109-111: the loss had left its level
+
+    rising = [Step(step=i + 1, time=0.0, loss=1.6 * 1.5 ** max(0, i - 100), grad_norm=0.1 * 1.5 ** max(0, i - 100))
+              for i in range(115)]
+    assert spikes_under_calm_loss(rising, healthy=0.1) == []  # the norm rose with the loss: no spike under a calm one

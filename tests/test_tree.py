@@ -292,3 +292,17 @@ def test_several_proven_nan_fixes_are_ranked_by_their_final_loss_unless_the_obje
     assert chosen(lr_loss=0.286, math_loss=0.296) == "nan.unsafe_math"  # within TRIAL_TIE: a tie, the order decides
     assert chosen(lr_loss=0.27, math_loss=0.296) == "nan.lr"
     assert chosen(lr_loss=-1.6, math_loss=-0.6) == "nan.unsafe_math"  # no floor: the most specific change
+
+
+def test_a_rate_that_only_holds_the_loss_ranks_below_a_change_that_lets_it_fall():
+    """The rate check searches down until the loss stops rising: a rate that only holds it level is no fix
+    where clipping at the script's own rate let it fall, whatever their final losses."""
+    def chosen(clip_learns: bool) -> str:
+        walk = Walk(load_tree(), branch="nan")
+        walk.record("nan.grad_explosion",
+                    result("nan.grad_explosion", "fail", fixed_loss=1.4, fixed_learns=clip_learns))
+        walk.record("nan.lr", result("nan.lr", "fail", fixed_loss=1.1, fixed_learns=False, holds_only=True))
+        return walk.decided_by(walk.tree["nan.decide"])
+
+    assert chosen(clip_learns=True) == "nan.grad_explosion"
+    assert chosen(clip_learns=False) == "nan.lr"  # neither lets it fall: the lower loss

@@ -171,6 +171,10 @@ class RunView(Protocol):
     def checkpoint_before_failure(self) -> tuple[int, Any, int] | None:
         """(step, state, steps from it to the failure) of the rolling checkpoint to replay from."""
 
+    def calm_checkpoint_before_failure(self) -> tuple[int, Any, int] | None:
+        """The same for the latest checkpoint taken while the loss was at its usual level, older than the
+        rolling one (the loss climbed since), else None."""
+
     def dataset(self) -> Any:
         """The dataset of the loader that fed the latest batch, or None."""
 

@@ -181,7 +181,9 @@ class Walk:
         one in its order. With ``rank``, after the definitive ones: among the failed checks whose trial of
         their fix removed the failure and let the loss fall (``fixed_loss``), the one whose trial ended lowest
         (several changes each remove the NaN: the one that learns best names the cause), the first in order
-        among those within TRIAL_TIE of it; then the first failed one. A trial
+        among those within TRIAL_TIE of it, leaving out a trial that only held the loss level (``holds_only``:
+        a rate searched down until the loss stopped rising) where another's let it fall; then the first
+        failed one. A trial
         that ended below 0 is an objective with no floor (a policy gradient's): lower is not better there,
         and the first proven check in the node's order (the most specific change) names the cause."""
         failed = [check for check in node.order if self.status(check) == "fail"]
@@ -192,6 +194,8 @@ class Walk:
         if not failed or not node.rank:
             return failed[0] if failed else None
         proven = [c for c in failed if isinstance(data[c].get("fixed_loss"), (int, float))]
+        if any(data[c].get("fixed_learns") for c in proven):
+            proven = [c for c in proven if not data[c].get("holds_only")]
         if proven and any(data[c]["fixed_loss"] < 0 for c in proven):
             return proven[0]
         if proven:

@@ -15,6 +15,7 @@ import gc
 import inspect
 import math
 import os
+import statistics
 import sys
 import threading
 import time
@@ -42,6 +43,7 @@ from tuidebug.agent.snapshot import Snapshot
 from tuidebug.agent.watched_step import WatchedStep
 from tuidebug.batches import first_dim, map_tensors, tensors_in, tensors_of
 from tuidebug.probes import holders, source
+from tuidebug.probes.trials import DIVERGENCE
 from tuidebug.protocol import Event, Step
 from tuidebug.probe_api import HeldFrame, optimizer_params
 from tuidebug.sites import Site, frame_locals, is_user_file, user_callers, user_frame, user_site, user_site_text
@@ -49,6 +51,10 @@ from tuidebug.sites import Site, frame_locals, is_user_file, user_callers, user_
 MAX_LOSSES_PER_STEP = 256
 HISTORY_STEPS = 2048
 MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss the climb to it
+# The farthest a calm checkpoint may lie before the failure: twice the 20 steps a trial replays anyway
+# (trials.MIN_STEPS). Each of the rate check's up to eight trials replays that many steps, lent by the
+# script's loop: further back, the search ran a demo's loop dry under load (its 230 steps left).
+CALM_REPLAY_STEPS = 40
 LOADER_RECENT = 2  # a loop fed its latest batch from a DataLoader this few steps ago: it uses one
 MANUAL_PROBES = 32  # backward passes watched for parameters changing without an optimizer
 # The graphs the script's own objects hold are tagged at the ends of this many sampled steps, from step 2
@@ -166,7 +172,7 @@ class Failure:
     reason: str
     recent: list[Captured]
     inputs: list[StepInputs] = field(default_factory=list)
-    trials: dict[tuple, Any] = field(default_factory=dict)  # replays already run, shared by the probes
+    trials: dict[tuple, Any] = field(default_factory=dict)  # replays already run and their start, shared by the probes
     not_kept: str = ""  # why older batches were not kept (their byte budget), for the bundle
     loss: torch.Tensor | None = None  # the non-finite loss (detached), when it was caught before backward
     held_frame: HeldFrame | None = None  # then: the user's frame that called backward, with its values
@@ -223,6 +229,12 @@ class Agent:
         self.loaders: dict[int, weakref.ref] = {}
         self.failure: Failure | None = None
         self.checkpoints: collections.deque[tuple[int, Snapshot]] = collections.deque(maxlen=2)
+        # The latest checkpoints taken at a step whose loss was at the run's usual level: the rolling ones in a
+        # calm run, and, once the loss climbs, the two before the climb (held only while the climb lasts)
+        self.calm_checkpoints: collections.deque[tuple[int, Snapshot]] = collections.deque(maxlen=2)
+        # While armed, the losses break-on-NaN reads anyway (no read of its own): (step, mean loss)
+        self.read_losses: collections.deque[tuple[int, float]] = collections.deque(maxlen=HISTORY_STEPS)
+        self._step_loss_values: list[float] = []
         self.manual_updates = False  # parameters updated by hand, no optimizer: a step per backward
         self.watched_step = WatchedStep()
         self.tracing_outputs = True  # remember which module made each output (sampled steps only)
@@ -845,6 +857,34 @@ class Agent:
         step, snapshot = far_enough[-1] if far_enough else before[0]
         return step, snapshot, failing_step - step
 
+    def calm_checkpoint_before_failure(self) -> tuple[int, Snapshot, int] | None:
+        """(step, snapshot, steps from it to the failure) of the latest calm checkpoint older than the one
+        ``checkpoint_before_failure`` gives, at most CALM_REPLAY_STEPS before the failure, whose weights gave
+        the next step a loss at the run's usual level (a checkpoint's own step may be calm and its update not)."""
+        rolling = self.checkpoint_before_failure()
+        if rolling is None:
+            return None
+        failing_step = rolling[0] + rolling[2]
+        losses = {s.step: s.loss for s in list(self.history) if s.loss is not None and math.isfinite(s.loss)}
+        usual = statistics.median(losses.values()) if losses else None
+        for step, snapshot in reversed(self.calm_checkpoints):
+            first = losses.get(step + 1)
+            if step < rolling[0] and failing_step - step <= CALM_REPLAY_STEPS and first is not None \
+                    and usual is not None and (usual <= 0 or first <= DIVERGENCE * usual):
+                return step, snapshot, failing_step - step
+        return None
+
+    def _loss_calm(self) -> bool:
+        """The latest step's loss (as break-on-NaN read it) is within DIVERGENCE times the median of those read
+        before (a loss with no positive median has no such ratio: calm)."""
+        if not self.read_losses:
+            return False
+        step, latest = self.read_losses[-1]
+        if step != self.step or not math.isfinite(latest):
+            return False
+        usual = statistics.median(value for _, value in self.read_losses if math.isfinite(value))
+        return usual <= 0 or latest <= DIVERGENCE * usual
+
     def remember_failure(self, reason: str) -> None:
         if self.failure is None:
             self.failure = Failure(self.step + 1, reason, list(self.batches), list(self.step_inputs),
@@ -906,6 +946,7 @@ class Agent:
             self._unchecked_losses.append(loss)  # read with the step's gradients: one device sync a step
         elif self.config.break_on_nan:
             value = loss.item()  # a CPU scalar: no device to wait for
+            self._step_loss_values.append(value)
         if not math.isfinite(value):
             self._break_on_loss(loss, value, "before backward", "backward")
         else:
@@ -1198,6 +1239,7 @@ class Agent:
         values = self.facts.reads.read_with(
             ([torch.stack([loss.reshape(()) for loss in losses])] if losses else []) + ([norms] if norms is not None else []))
         loss_values, norm_values = values[:len(losses)], values[len(losses):]
+        self._step_loss_values += loss_values
         bad = next((i for i, value in enumerate(loss_values) if not math.isfinite(value)), None)
         if bad is not None:
             self._break_on_loss(losses[bad], loss_values[bad], "(read before the optimizer step)", "before_step")
@@ -1305,6 +1347,9 @@ class Agent:
             record.ready.record()
         self._losses, self._norms, self._layer, self._backward_calls = [], [], None, 0
         self._unchecked_losses = []
+        if self._step_loss_values:
+            self.read_losses.append((self.step, sum(self._step_loss_values) / len(self._step_loss_values)))
+            self._step_loss_values = []
         self._backward_since_step, self._loss_calls, self._loss_targets = 0, 0, []
         self.facts.step_done()
         self.facts.observe_watched(self.watched_step.end())
@@ -1424,6 +1469,8 @@ class Agent:
         started = time.perf_counter()
         self.checkpoints.append((self.step, self.take_snapshot()))
         cost = time.perf_counter() - started
+        if self._loss_calm():
+            self.calm_checkpoints.append(self.checkpoints[-1])
         budget_steps = cost / (self.config.checkpoint_budget * step_seconds) if step_seconds else every
         self._next_checkpoint = self.step + min(8 * every, max(every, math.ceil(budget_steps)))
 

@@ -17,6 +17,7 @@ import torch
 
 from tuidebug.batches import first_dim, map_tensors, tensors_of
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome, probe
+from tuidebug.probes.source import calls_named, function_lines
 from tuidebug.probes.watch import OpWatch
 from tuidebug.sites import Site
 
@@ -105,10 +106,29 @@ def chart(model: torch.nn.Module, args: tuple, kwargs: dict, batch: int) -> Char
     for row, (other, other_seen) in zip((0, batch - 1), runs[1:]):
         readings += [r for a, b in zip(outputs, other) if (r := samples_in(a, b, row, batch)) is not None]
     samples = APART if APART in readings else MIXED if MIXED in readings else readings[0] if readings else None
+    if samples == MIXED and _each_input_reordered(model, args, kwargs, batch, outputs):
+        samples = REORDERED
     found = Chart([tuple(t.shape) for t in outputs], samples)
     if samples in (REORDERED, MIXED):
         _locate(found, seen, runs[1][1], batch)
     return found
+
+
+def _each_input_reordered(model: torch.nn.Module, args: tuple, kwargs: dict, batch: int,
+                          outputs: list[torch.Tensor]) -> bool:
+    """Whether sample 0 changed in one input at a time moves one output each time, another sample's at least
+    once: a model given two inputs a sample (a pair's two sentences) that sorts each by its own lengths moves
+    two outputs when both change, and mixes nothing."""
+    readings = []
+    tensors: list[torch.Tensor] = []
+    map_tensors((args, kwargs), tensors.append)
+    for index in range(len(tensors)):
+        changed = _with_sample_changed(args, kwargs, batch, 0, only=index)
+        if changed is None:
+            continue
+        other, _ = _run(model, *changed, batch)
+        readings += [r for a, b in zip(outputs, other) if (r := samples_in(a, b, 0, batch)) is not None]
+    return REORDERED in readings and all(reading in (REORDERED, APART) for reading in readings)
 
 
 def _run(model: torch.nn.Module, args: tuple, kwargs: dict, batch: int) -> tuple[list[torch.Tensor], list[Output]]:
@@ -131,15 +151,18 @@ def _run(model: torch.nn.Module, args: tuple, kwargs: dict, batch: int) -> tuple
     return outputs, watch.seen
 
 
-def _with_sample_changed(args: tuple, kwargs: dict, batch: int, row: int) -> tuple[tuple, dict] | None:
+def _with_sample_changed(args: tuple, kwargs: dict, batch: int, row: int,
+                         only: int | None = None) -> tuple[tuple, dict] | None:
     """(args, kwargs) with sample ``row`` changed: its floating features shifted, its first token id (of an id
-    matrix) replaced by another sample's. Per-sample scalars (lengths) are kept, so that a sort by them sorts
-    the same way."""
+    matrix) replaced by another sample's; in every input, or in the ``only``-th tensor alone. Per-sample scalars
+    (lengths) are kept, so that a sort by them sorts the same way."""
     changed = [False]
     other = (row + 1) % batch
+    index = [-1]
 
     def change(t: torch.Tensor) -> torch.Tensor:
-        if t.dim() == 0 or t.shape[0] != batch:
+        index[0] += 1
+        if (only is not None and index[0] != only) or t.dim() == 0 or t.shape[0] != batch:
             return t
         t = t.clone()
         if t.is_floating_point():
@@ -245,12 +268,27 @@ def _before(found: Chart, evidence: list[str]) -> str:
 def _reordered(found: Chart, evidence: list[str]) -> ProbeOutcome:
     """Changing one sample moves exactly one other output: the model returns the batch in another order (a sort
     for packing never undone), so each output meets another sample's label."""
-    evidence.append("changing one sample's input moves exactly one output, another sample's: the model returns the "
-                    "batch in another order than it was given")
+    evidence.append("changing one sample (in one input at a time) moves exactly one output, another sample's: the "
+                    "model returns the batch in another order than it was given")
     changed, before = found.first_mixed, _before(found, evidence)
     where = f" at {changed.site.short} (`{changed.site.text}`)" if changed is not None else ""
+    sorts = _sorts_before(changed.site) if changed is not None else []
+    if sorts:
+        evidence.append("the batch is sorted in the same function, and the order never put back: "
+                        + ", ".join(str(site) for site in sorts))
+        where = f" (sorted at {sorts[0].short}, `{sorts[0].text}`)"
     return ProbeOutcome(
         FAIL, f"the model returns its samples in another order{where}: each output meets another sample's label",
         evidence, f"put the outputs back in the order of the inputs{where}{before}: keep the permutation of a sort "
         "(sorted, order = lengths.sort(descending=True)) and index the result with order.argsort()",
         data={"cause": "labels_misaligned", "site": str(changed.site) if changed is not None else None})
+
+
+def _sorts_before(site: Site) -> list[Site]:
+    """The calls to sort/argsort/sorted in the function of ``site``, up to its line: the sort whose order the
+    model's outputs keep."""
+    lines = function_lines(site.path, site.line)
+    if lines is None:
+        return []
+    return [Site(site.path, found.line, "") for found in calls_named(site.path, {"sort", "argsort", "sorted"})
+            if lines[0] <= found.line <= site.line]

@@ -40,12 +40,12 @@ from tuidebug.probes.holders import user_object
 from tuidebug.probes.inputs import data_tensors
 from tuidebug.probes.source import (assignments, attribute_chain, calls_named, clip_arguments, frame_value, in_files,
                                     keyword_values, rate_argument_sites, switched_off_clips)
-from tuidebug.probes.trials import Start, Trial, finite, median, run_trial, start_point, unfaithful
+from tuidebug.probes.trials import DIVERGENCE, Start, Trial, finite, median, run_trial, start_point, unfaithful
 from tuidebug.probes.unsafe_math import display_name
 from tuidebug.probes.watch import OpWatch, op_tensors
+from tuidebug.protocol import Step
 from tuidebug.sites import Site, frame_locals
 
-DIVERGENCE = 10.0
 RATIO_LIMIT = 0.1
 SPIKE = 100.0
 GRAD_PER_LOSS = 1e3
@@ -181,7 +181,9 @@ def learning_rate(ctx: ProbeContext) -> ProbeOutcome:
     if base.blew_up and stable is not None:
         new = ", ".join(f"{r * stable:.3g}" for r in rates)
         fixed = run_trial(ctx, start, Adjust(lr_scale=stable))
-        data["fixed_loss"] = fixed.final
+        # A rate searched down decade by decade until the loss stops rising may only hold it level: a weaker
+        # proof than one change that lets it fall (the tree ranks it below such a change).
+        data.update(fixed_loss=fixed.final, fixed_learns=fixed.learns, holds_only=not fixed.learns)
         evidence += rate_sites(ctx)
         return ProbeOutcome(
             FAIL, f"learning rate too high: lr {shown} {base.describe().split(',')[0]}; {new} keeps the loss "
@@ -294,6 +296,27 @@ def largest_gradient_layer(ctx: ProbeContext) -> str | None:
     return f"{name} ({type(owner).__name__})"
 
 
+def calm_start(losses: list[float], trial: Trial) -> bool:
+    """The trial began at the run's usual loss, within DIVERGENCE of the median of its losses: from weights a
+    climb already wrecked, any clip far above the healthy norms lets a loss of 1e16 fall."""
+    usual = median(losses)
+    return bool(trial.losses) and usual is not None and usual > 0 and trial.losses[0] <= DIVERGENCE * usual
+
+
+def spikes_under_calm_loss(history: list[Step], healthy: float) -> list[tuple[int, float, float]]:
+    """(step, gradient norm, loss) of the steps after the healthy half of the run whose gradient norm was
+    SPIKE times the healthy median or more while their loss stayed within DIVERGENCE of its healthy
+    median: the rare batches whose gradients kicked the weights before the loss showed anything (a rate
+    too high raises the loss with the norm)."""
+    steps = [s for s in history if s.loss is not None and s.grad_norm is not None
+             and math.isfinite(s.loss) and math.isfinite(s.grad_norm)]
+    usual = median(healthy_half([s.loss for s in steps]))
+    if usual is None or usual <= 0:
+        return []
+    return [(s.step, s.grad_norm, s.loss) for s in steps[len(steps) // 2:]
+            if s.grad_norm >= SPIKE * healthy and s.loss <= DIVERGENCE * usual]
+
+
 @probe("nan.grad_explosion")
 def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
     losses, norms = history(ctx)
@@ -307,9 +330,19 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
         before = losses[-8:-1]
         stable = bool(before) and median(before) <= DIVERGENCE * abs(median(healthy_half(losses)) or 1.0)
         exploding = spike >= SPIKE and stable
+        why = f"the norm jumped {spike:.3g}x over its healthy median while the loss was stable"
         clip = suggested_clip(norms)
         evidence += [f"gradient norm: healthy median {healthy:.4g}, peak in the last steps {peak:.4g} ({spike:.3g}x)",
                      f"loss before the peak {'stable' if stable else 'already rising'}"]
+        calm_spikes = [] if exploding else spikes_under_calm_loss(list(ctx.history), healthy)
+        if calm_spikes:
+            exploding = True
+            step, norm, _ = max(calm_spikes, key=lambda found: found[1])
+            why = (f"the norm spiked to {norm / healthy:.3g}x its healthy median at step {step} while the loss was at "
+                   "its usual level")
+            shown = ", ".join(f"step {step}: {norm:.4g} ({norm / healthy:.3g}x) at loss {loss:.4g}"
+                              for step, norm, loss in calm_spikes[:4])
+            evidence.append(f"the gradient norm spiked while the loss was at its usual level before the climb: {shown}")
         data["spike"] = spike if math.isfinite(spike) else None
         layer = fastest_growing_layer(ctx)
     else:
@@ -318,6 +351,7 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
             return ProbeOutcome(INCONCLUSIVE, "no finite gradient and loss to judge before the failure", evidence)
         per_loss = norm / max(abs(loss), 1e-8)
         exploding = per_loss >= GRAD_PER_LOSS
+        why = "the gradient is huge from the first steps"
         clip = 1.0
         evidence.append(f"the failure comes at step {len(losses) + 1}, before a gradient history: gradient norm "
                         f"{norm:.4g} for a loss of {loss:.4g} ({per_loss:.3g}x the loss)")
@@ -339,7 +373,7 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
                             "the healthy median)")
             evidence.append("not replayed: the script's loop has ended, so the clipping could not be tried; the "
                             "explosion is the run's own, in its gradient history")
-            return _exploding(ctx, evidence, data, clip, layer, healthy)
+            return _exploding(ctx, evidence, data, clip, layer, healthy, why)
         evidence += [f"replay from {start.label}: {base.describe()}",
                      f"... with clip_grad_norm_ at {clip:g}: {clipped.describe()}"]
         unlike = unfaithful(ctx, start, base)
@@ -350,6 +384,7 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
         # Clipping proves a fix only when the replay without it failed: a replay that stays finite
         # either way shows nothing, and must not outrank a check whose replay did fail and was fixed.
         data["fixed_loss"] = clipped.final if base.blew_up and clipped.holds else None
+        data["fixed_learns"] = base.blew_up and clipped.learns
         spent = _clip_of_spent_iterator(ctx) if base.blew_up else None
         if spent is not None:
             own = spent.limit or clip
@@ -357,7 +392,7 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
             if own != clip:
                 evidence.append(f"... with clip_grad_norm_ at {own:g}, the script's own limit: {trial.describe()}")
             if trial.holds:
-                data.update(clip=own, confirmed=True, fixed_loss=trial.final)
+                data.update(clip=own, confirmed=True, fixed_loss=trial.final, fixed_learns=trial.learns)
                 return _spent_clip(evidence, data, own, spent)
         if unlike is not None:
             evidence.append(unlike)
@@ -369,8 +404,12 @@ def gradient_explosion(ctx: ProbeContext) -> ProbeOutcome:
             exploding = False
             evidence.append("clipping does not keep the replay finite and learning: the gradients are not what "
                             "breaks the run")
+        elif not exploding and data["fixed_learns"] and calm_start(losses, clipped):
+            # Proven by the trial alone, as the rate check's cause is: the tree ranks the two by their trials.
+            exploding = True
+            why = f"clipping at {clip:g} alone keeps the replay finite and the loss falling at the script's rate"
     if exploding:
-        return _exploding(ctx, evidence, data, clip, layer, healthy)
+        return _exploding(ctx, evidence, data, clip, layer, healthy, why)
     return ProbeOutcome(PASS, "no gradient explosion ahead of the failure", evidence, data=data)
 
 
@@ -475,7 +514,7 @@ def _clip_after_step(evidence: list[str], data: dict, clip: float, where: str, r
 
 
 def _exploding(ctx: ProbeContext, evidence: list[str], data: dict, clip: float, layer: str | None,
-               healthy: float | None) -> ProbeOutcome:
+               healthy: float | None, why: str) -> ProbeOutcome:
     if ctx.run.facts.clip_after_step is not None and healthy is not None:
         return _clip_after_step(evidence, data, clip, ctx.run.facts.clip_after_step, replayed=False)
     after = ctx.run.facts.backward_site
@@ -486,9 +525,7 @@ def _exploding(ctx: ProbeContext, evidence: list[str], data: dict, clip: float, 
     if trainers:  # Lightning runs backward and step itself: its Trainer clips
         fix = f"clip in the Trainer at {trainers[0].short} (`{trainers[0].text}`): pass gradient_clip_val={clip:g}"
     where = f" ({layer})" if layer else ""
-    return ProbeOutcome(FAIL, f"exploding gradients{where}: " + (
-        f"the norm jumped {data.get('spike') or math.inf:.3g}x over its healthy median while the loss was stable"
-        if healthy is not None else "the gradient is huge from the first steps"), evidence, fix, data=data)
+    return ProbeOutcome(FAIL, f"exploding gradients{where}: {why}", evidence, fix, data=data)
 
 
 # --- float16 overflow -----------------------------------------------------------------------
@@ -661,6 +698,7 @@ def _replayed_precision(ctx: ProbeContext, trainer: Any) -> ProbeOutcome:
     removed = in_float32.holds or (not climbing and past and not in_float32.blew_up)
     confirmed = as_is.blew_up and removed
     data = {"confirmed": confirmed, "fixed_loss": in_float32.final if in_float32.holds else None,
+            "fixed_learns": as_is.blew_up and in_float32.learns,
             "definitive": confirmed and not climbing}
     if dtype == torch.bfloat16:
         return _bfloat16_rounding(ctx, name, site, detail, evidence + [

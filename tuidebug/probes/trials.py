@@ -20,11 +20,15 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuidebug.probe_api import Adjust, ProbeContext
+from tuidebug.probe_api import Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext
 
 GROWTH = 100.0
 LEARNS = 0.9
 MIN_STEPS = 20
+# A loss over DIVERGENCE times the run's usual (median) level is in a climb: the NaN checks call such a run
+# diverging, and a checkpoint taken there is no start for trials (the weights are already wrecked: from
+# it neither a lower rate nor a clip learns, and each trial ends where the climb left the loss).
+DIVERGENCE = 10.0
 
 
 # A replay reproduces the run when its first step's loss is within FAITHFUL of the one the run recorded
@@ -105,12 +109,50 @@ class Trial:
 
 def start_point(ctx: ProbeContext) -> Start:
     """The latest rolling checkpoint at least a few steps before the failure (the replay must cover the
-    climb to it), else the state at the break."""
+    climb to it), else the state at the break. Where the run's loss was already climbing at that checkpoint,
+    the latest checkpoint before the climb, if a replay from it as written fails as the run did (else the
+    climb needs what the run had and the replays have not, e.g. its rare batch, and the rolling one stays).
+    The probes compare their trials' losses, so they all start from the one chosen here."""
+    failure = ctx.run.failure
+    chosen = failure.trials.get(_START) if failure is not None else None
+    if chosen is not None:
+        return chosen
     checkpoint = ctx.run.checkpoint_before_failure()
     if checkpoint is None:
         return Start(ctx.break_state, 1, "the state at the break")
+    start = _start_of(checkpoint)
+    calm = ctx.run.calm_checkpoint_before_failure() if _climbing_at(ctx, checkpoint[0]) else None
+    if calm is not None:
+        before = _start_of(calm, " (before the loss climbed)")
+        try:
+            replayed = run_trial(ctx, before, Adjust())
+        except (LoopGone, NeedsLoop, NoPipeline):
+            return start  # the trials that follow meet the same, and say so
+        if replayed.blew_up:
+            start = before
+        else:
+            start.label += (f" (a replay from the checkpoint of step {calm[0]}, before the loss climbed, does not "
+                            f"fail: {replayed.describe()})")
+    if failure is not None and not ctx.cancelled():
+        failure.trials[_START] = start
+    return start
+
+
+_START = ("start",)  # the key of the chosen start among a failure's trials
+
+
+def _start_of(checkpoint: tuple[int, Any, int], note: str = "") -> Start:
     step, snapshot, steps_before = checkpoint
-    return Start(snapshot, steps_before, f"the checkpoint of step {step}")
+    return Start(snapshot, steps_before, f"the checkpoint of step {step}{note}")
+
+
+def _climbing_at(ctx: ProbeContext, step: int) -> bool:
+    """The run's loss of the step after ``step`` (the first a replay from its checkpoint computes) is over
+    DIVERGENCE times the median of the run's losses before it."""
+    losses = [(s.step, s.loss) for s in ctx.history if s.loss is not None and math.isfinite(s.loss)]
+    first = next((loss for at, loss in losses if at == step + 1), None)
+    usual = median([loss for at, loss in losses if at <= step])
+    return first is not None and usual is not None and usual > 0 and first > DIVERGENCE * usual
 
 
 def unfaithful(ctx: ProbeContext, start: Start, as_written: Trial) -> str | None:

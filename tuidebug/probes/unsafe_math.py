@@ -487,6 +487,7 @@ def unsafe_math(ctx: ProbeContext) -> ProbeOutcome:
     data["confirmed"] = bool(replayed and replayed.confirmed) or on_values.confirmed
     data["definitive"] = on_values.confirmed and culprit.from_data
     data["fixed_loss"] = replayed.fixed_loss if replayed else None
+    data["fixed_learns"] = bool(replayed and replayed.confirmed and replayed.learns)
     where = "backward" if culprit.backward else "forward"
     summary = (f"unsafe math: {display_name(culprit.op)} at {culprit.site.short} gives a non-finite value in {where}"
                + (f" ({culprit.detail.split('; ')[-1]})" if culprit.backward else ""))
@@ -544,6 +545,7 @@ class ReplayedFix:
     evidence: list[str]
     confirmed: bool
     fixed_loss: float | None
+    learns: bool
 
 
 def _trials(ctx: ProbeContext, culprit: Culprit) -> ReplayedFix | None:
@@ -558,7 +560,7 @@ def _trials(ctx: ProbeContext, culprit: Culprit) -> ReplayedFix | None:
         return None
     return ReplayedFix([f"replay from {start.label} as written: {as_written.describe()}",
                         f"... with {culprit.kind} made safe at {culprit.site.short}{safe.also()}: {fixed.describe()}"],
-                       as_written.blew_up and fixed.holds, fixed.final if fixed.holds else None)
+                       as_written.blew_up and fixed.holds, fixed.final if fixed.holds else None, fixed.learns)
 
 
 def _warned(ctx: ProbeContext) -> tuple[Culprit | None, list[str]]:
