@@ -290,5 +290,4 @@ def _sorts_before(site: Site) -> list[Site]:
     lines = function_lines(site.path, site.line)
     if lines is None:
         return []
-    return [Site(site.path, found.line, "") for found in calls_named(site.path, {"sort", "argsort", "sorted"})
-            if lines[0] <= found.line <= site.line]
+    return [found for found in calls_named(site.path, {"sort", "argsort", "sorted"}) if lines[0] <= found.line <= site.line]
