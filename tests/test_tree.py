@@ -306,3 +306,16 @@ def test_a_rate_that_only_holds_the_loss_ranks_below_a_change_that_lets_it_fall(
 
     assert chosen(clip_learns=True) == "nan.grad_explosion"
     assert chosen(clip_learns=False) == "nan.lr"  # neither lets it fall: the lower loss
+
+
+def test_the_report_says_why_a_rate_that_only_held_the_loss_ranks_below_a_clip_that_let_it_fall():
+    from tuidebug.report import _other_fixes
+    walk = Walk(load_tree(), branch="nan")
+    walk.record("nan.grad_explosion", result("nan.grad_explosion", "fail", fixed_loss=1.4, fixed_learns=True))
+    walk.record("nan.lr", result("nan.lr", "fail", fixed_loss=1.1, fixed_learns=False, holds_only=True))
+    chosen = walk.decided_by(walk.tree["nan.decide"])
+
+    lines = _other_fixes(walk, chosen)
+    assert chosen == "nan.grad_explosion"
+    assert lines[0] == "other changes that also removed it: nan.lr (its trial ended at loss 1.1)"
+    assert lines[1] == "nan.grad_explosion's trial let the loss fall; a lower rate that only held it level ranks below it"

@@ -92,6 +92,8 @@ def _other_fixes(walk: Walk, chosen: str) -> list[str]:
     if isinstance(mine, (int, float)) and min([mine] + [r.data["fixed_loss"] for _, r in others]) < 0:
         lines.append(f"a trial ended below 0 (an objective with no floor): {chosen}, the most specific change, "
                      "names the cause")
+    elif any(r.data.get("holds_only") for _, r in others) and walk.results[chosen].data.get("fixed_learns"):
+        lines.append(f"{chosen}'s trial let the loss fall; a lower rate that only held it level ranks below it")
     elif isinstance(mine, (int, float)):
         lowest = min([mine] + [r.data["fixed_loss"] for _, r in others])
         if mine <= lowest:

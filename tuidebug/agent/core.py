@@ -43,7 +43,7 @@ from tuidebug.agent.snapshot import Snapshot
 from tuidebug.agent.watched_step import WatchedStep
 from tuidebug.batches import first_dim, map_tensors, tensors_in, tensors_of
 from tuidebug.probes import holders, source
-from tuidebug.probes.trials import DIVERGENCE
+from tuidebug.probes.trials import DIVERGENCE, MIN_STEPS
 from tuidebug.protocol import Event, Step
 from tuidebug.probe_api import HeldFrame, optimizer_params
 from tuidebug.sites import Site, frame_locals, is_user_file, user_callers, user_frame, user_site, user_site_text
@@ -51,10 +51,10 @@ from tuidebug.sites import Site, frame_locals, is_user_file, user_callers, user_
 MAX_LOSSES_PER_STEP = 256
 HISTORY_STEPS = 2048
 MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss the climb to it
-# The farthest a calm checkpoint may lie before the failure: twice the 20 steps a trial replays anyway
-# (trials.MIN_STEPS). Each of the rate check's up to eight trials replays that many steps, lent by the
+# The farthest a calm checkpoint may lie before the failure: twice the steps a trial replays anyway
+# (MIN_STEPS). The rate check's base replay and each of its lower rates replay that many steps, lent by the
 # script's loop: further back, the search ran a demo's loop dry under load (its 230 steps left).
-CALM_REPLAY_STEPS = 40
+CALM_REPLAY_STEPS = 2 * MIN_STEPS
 LOADER_RECENT = 2  # a loop fed its latest batch from a DataLoader this few steps ago: it uses one
 MANUAL_PROBES = 32  # backward passes watched for parameters changing without an optimizer
 # The graphs the script's own objects hold are tagged at the ends of this many sampled steps, from step 2
@@ -230,7 +230,7 @@ class Agent:
         self.failure: Failure | None = None
         self.checkpoints: collections.deque[tuple[int, Snapshot]] = collections.deque(maxlen=2)
         # The latest checkpoints taken at a step whose loss was at the run's usual level: the rolling ones in a
-        # calm run, and, once the loss climbs, the two before the climb (held only while the climb lasts)
+        # calm run, and, once the loss climbs, the two before the climb (until calm checkpoints replace them)
         self.calm_checkpoints: collections.deque[tuple[int, Snapshot]] = collections.deque(maxlen=2)
         # While armed, the losses break-on-NaN reads anyway (no read of its own): (step, mean loss)
         self.read_losses: collections.deque[tuple[int, float]] = collections.deque(maxlen=HISTORY_STEPS)
@@ -867,7 +867,7 @@ class Agent:
         failing_step = rolling[0] + rolling[2]
         losses = {s.step: s.loss for s in list(self.history) if s.loss is not None and math.isfinite(s.loss)}
         usual = statistics.median(losses.values()) if losses else None
-        for step, snapshot in reversed(self.calm_checkpoints):
+        for step, snapshot in reversed(list(self.calm_checkpoints)):
             first = losses.get(step + 1)
             if step < rolling[0] and failing_step - step <= CALM_REPLAY_STEPS and first is not None \
                     and usual is not None and (usual <= 0 or first <= DIVERGENCE * usual):
@@ -876,7 +876,7 @@ class Agent:
 
     def _loss_calm(self) -> bool:
         """The latest step's loss (as break-on-NaN read it) is within DIVERGENCE times the median of those read
-        before (a loss with no positive median has no such ratio: calm)."""
+        so far (a loss with no positive median has no such ratio: calm)."""
         if not self.read_losses:
             return False
         step, latest = self.read_losses[-1]
@@ -884,6 +884,12 @@ class Agent:
             return False
         usual = statistics.median(value for _, value in self.read_losses if math.isfinite(value))
         return usual <= 0 or latest <= DIVERGENCE * usual
+
+    def _read_loss(self, value: float) -> None:
+        """A loss value break-on-NaN read, for the step's mean; a loop that never steps folds them (bounded)."""
+        if len(self._step_loss_values) >= MAX_LOSSES_PER_STEP:
+            self._step_loss_values = [sum(self._step_loss_values) / len(self._step_loss_values)]
+        self._step_loss_values.append(value)
 
     def remember_failure(self, reason: str) -> None:
         if self.failure is None:
@@ -946,7 +952,7 @@ class Agent:
             self._unchecked_losses.append(loss)  # read with the step's gradients: one device sync a step
         elif self.config.break_on_nan:
             value = loss.item()  # a CPU scalar: no device to wait for
-            self._step_loss_values.append(value)
+            self._read_loss(value)
         if not math.isfinite(value):
             self._break_on_loss(loss, value, "before backward", "backward")
         else:
@@ -1239,7 +1245,8 @@ class Agent:
         values = self.facts.reads.read_with(
             ([torch.stack([loss.reshape(()) for loss in losses])] if losses else []) + ([norms] if norms is not None else []))
         loss_values, norm_values = values[:len(losses)], values[len(losses):]
-        self._step_loss_values += loss_values
+        for value in loss_values:
+            self._read_loss(value)
         bad = next((i for i, value in enumerate(loss_values) if not math.isfinite(value)), None)
         if bad is not None:
             self._break_on_loss(losses[bad], loss_values[bad], "(read before the optimizer step)", "before_step")

@@ -120,15 +120,25 @@ def _each_input_reordered(model: torch.nn.Module, args: tuple, kwargs: dict, bat
     once: a model given two inputs a sample (a pair's two sentences) that sorts each by its own lengths moves
     two outputs when both change, and mixes nothing."""
     readings = []
-    tensors: list[torch.Tensor] = []
-    map_tensors((args, kwargs), tensors.append)
-    for index in range(len(tensors)):
+    for index in range(_tensor_count((args, kwargs))):
         changed = _with_sample_changed(args, kwargs, batch, 0, only=index)
         if changed is None:
             continue
         other, _ = _run(model, *changed, batch)
         readings += [r for a, b in zip(outputs, other) if (r := samples_in(a, b, 0, batch)) is not None]
     return REORDERED in readings and all(reading in (REORDERED, APART) for reading in readings)
+
+
+def _tensor_count(value: Any) -> int:
+    """How many tensors ``map_tensors`` visits in ``value``: the indices ``_with_sample_changed`` counts."""
+    count = [0]
+
+    def seen(tensor: torch.Tensor) -> torch.Tensor:
+        count[0] += 1
+        return tensor
+
+    map_tensors(value, seen)
+    return count[0]
 
 
 def _run(model: torch.nn.Module, args: tuple, kwargs: dict, batch: int) -> tuple[list[torch.Tensor], list[Output]]:

@@ -49,6 +49,10 @@ from tuidebug.sites import Site, frame_locals
 RATIO_LIMIT = 0.1
 SPIKE = 100.0
 GRAD_PER_LOSS = 1e3
+# A spike under a calm loss counts toward the failure only this close to it: the 40 steps a trial may replay
+# from a calm checkpoint (agent CALM_REPLAY_STEPS). One stray batch long before, that the run recovered from, is
+# not what broke it (r48a's spikes came 5 to 29 steps before its NaN).
+SPIKE_WINDOW = 40
 LR_DECADES = 6
 FLOAT16_MAX = 65504.0
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -298,7 +302,8 @@ def largest_gradient_layer(ctx: ProbeContext) -> str | None:
 
 def calm_start(losses: list[float], trial: Trial) -> bool:
     """The trial began at the run's usual loss, within DIVERGENCE of the median of its losses: from weights a
-    climb already wrecked, any clip far above the healthy norms lets a loss of 1e16 fall."""
+    climb already wrecked, any clip far above the healthy norms lets a loss of 1e16 fall. An objective with no
+    positive median (a log-likelihood) has no such ratio: no start is calm enough for a clip to prove alone."""
     usual = median(losses)
     return bool(trial.losses) and usual is not None and usual > 0 and trial.losses[0] <= DIVERGENCE * usual
 
@@ -306,15 +311,16 @@ def calm_start(losses: list[float], trial: Trial) -> bool:
 def spikes_under_calm_loss(history: list[Step], healthy: float) -> list[tuple[int, float, float]]:
     """(step, gradient norm, loss) of the steps after the healthy half of the run whose gradient norm was
     SPIKE times the healthy median or more while their loss stayed within DIVERGENCE of its healthy
-    median: the rare batches whose gradients kicked the weights before the loss showed anything (a rate
-    too high raises the loss with the norm)."""
+    median, within SPIKE_WINDOW steps of the last: the rare batches whose gradients kicked the weights
+    before the loss showed anything (a rate too high raises the loss with the norm)."""
     steps = [s for s in history if s.loss is not None and s.grad_norm is not None
              and math.isfinite(s.loss) and math.isfinite(s.grad_norm)]
     usual = median(healthy_half([s.loss for s in steps]))
-    if usual is None or usual <= 0:
+    if usual is None or usual <= 0 or healthy <= 0 or not steps:
         return []
+    recent = steps[-1].step - SPIKE_WINDOW
     return [(s.step, s.grad_norm, s.loss) for s in steps[len(steps) // 2:]
-            if s.grad_norm >= SPIKE * healthy and s.loss <= DIVERGENCE * usual]
+            if s.step > recent and s.grad_norm >= SPIKE * healthy and s.loss <= DIVERGENCE * usual]
 
 
 @probe("nan.grad_explosion")

@@ -127,7 +127,7 @@ def start_point(ctx: ProbeContext) -> Start:
         try:
             replayed = run_trial(ctx, before, Adjust())
         except (LoopGone, NeedsLoop, NoPipeline):
-            return start  # the trials that follow meet the same, and say so
+            return start  # the loop is gone or out of reach: the trials that follow from the rolling one say so
         if replayed.blew_up:
             start = before
         else:
