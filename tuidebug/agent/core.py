@@ -43,7 +43,7 @@ from tuidebug.agent.snapshot import Snapshot
 from tuidebug.agent.watched_step import WatchedStep
 from tuidebug.batches import first_dim, map_tensors, tensors_in, tensors_of
 from tuidebug.probes import holders, source
-from tuidebug.probes.trials import DIVERGENCE, MIN_STEPS
+from tuidebug.probes.trials import CALM_REPLAY_STEPS, DIVERGENCE
 from tuidebug.protocol import Event, Step
 from tuidebug.probe_api import HeldFrame, optimizer_params
 from tuidebug.sites import Site, frame_locals, is_user_file, user_callers, user_frame, user_site, user_site_text
@@ -51,10 +51,6 @@ from tuidebug.sites import Site, frame_locals, is_user_file, user_callers, user_
 MAX_LOSSES_PER_STEP = 256
 HISTORY_STEPS = 2048
 MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss the climb to it
-# The farthest a calm checkpoint may lie before the failure: twice the steps a trial replays anyway
-# (MIN_STEPS). The rate check's base replay and each of its lower rates replay that many steps, lent by the
-# script's loop: further back, the search ran a demo's loop dry under load (its 230 steps left).
-CALM_REPLAY_STEPS = 2 * MIN_STEPS
 LOADER_RECENT = 2  # a loop fed its latest batch from a DataLoader this few steps ago: it uses one
 MANUAL_PROBES = 32  # backward passes watched for parameters changing without an optimizer
 # The graphs the script's own objects hold are tagged at the ends of this many sampled steps, from step 2

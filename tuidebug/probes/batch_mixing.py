@@ -300,4 +300,5 @@ def _sorts_before(site: Site) -> list[Site]:
     lines = function_lines(site.path, site.line)
     if lines is None:
         return []
-    return [found for found in calls_named(site.path, {"sort", "argsort", "sorted"}) if lines[0] <= found.line <= site.line]
+    sorts = calls_named(site.path, {"sort", "argsort", "sorted"})
+    return [found for found in sorts if lines[0] <= found.line <= site.line]

@@ -40,7 +40,8 @@ from tuidebug.probes.holders import user_object
 from tuidebug.probes.inputs import data_tensors
 from tuidebug.probes.source import (assignments, attribute_chain, calls_named, clip_arguments, frame_value, in_files,
                                     keyword_values, rate_argument_sites, switched_off_clips)
-from tuidebug.probes.trials import DIVERGENCE, Start, Trial, finite, median, run_trial, start_point, unfaithful
+from tuidebug.probes.trials import (CALM_REPLAY_STEPS, DIVERGENCE, Start, Trial, finite, median, run_trial,
+                                    start_point, unfaithful)
 from tuidebug.probes.unsafe_math import display_name
 from tuidebug.probes.watch import OpWatch, op_tensors
 from tuidebug.protocol import Step
@@ -49,10 +50,10 @@ from tuidebug.sites import Site, frame_locals
 RATIO_LIMIT = 0.1
 SPIKE = 100.0
 GRAD_PER_LOSS = 1e3
-# A spike under a calm loss counts toward the failure only this close to it: the 40 steps a trial may replay
-# from a calm checkpoint (agent CALM_REPLAY_STEPS). One stray batch long before, that the run recovered from, is
-# not what broke it (r48a's spikes came 5 to 29 steps before its NaN).
-SPIKE_WINDOW = 40
+# A spike under a calm loss counts toward the failure only this close to it: as far as a trial may replay
+# from a calm checkpoint. One stray batch long before, that the run recovered from, is not what broke it
+# (r48a's spikes came 5 to 29 steps before its NaN).
+SPIKE_WINDOW = CALM_REPLAY_STEPS
 LR_DECADES = 6
 FLOAT16_MAX = 65504.0
 LOW_PRECISION = (torch.float16, torch.bfloat16)

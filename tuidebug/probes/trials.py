@@ -29,6 +29,10 @@ MIN_STEPS = 20
 # diverging, and a checkpoint taken there is no start for trials (the weights are already wrecked: from
 # it neither a lower rate nor a clip learns, and each trial ends where the climb left the loss).
 DIVERGENCE = 10.0
+# The farthest a calm checkpoint may lie before the failure: twice the steps a trial replays anyway
+# (MIN_STEPS). The rate check's base replay and each of its lower rates replay that many steps, lent by the
+# script's loop: further back, the search ran a demo's loop dry under load (its 230 steps left).
+CALM_REPLAY_STEPS = 2 * MIN_STEPS
 
 
 # A replay reproduces the run when its first step's loss is within FAITHFUL of the one the run recorded
