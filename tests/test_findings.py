@@ -181,6 +181,73 @@ def test_the_safe_form_of_an_op_covers_its_kind_in_the_function_that_holds_it() 
     assert "in the same function" in safe.also()
 
 
+def masked_entropy(logits: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    logits = logits.masked_fill(~valid, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    log_probs = torch.log_softmax(logits, dim=-1)
+    return -(probs * log_probs).sum(dim=-1)
+
+
+def test_a_product_that_meets_a_masked_minus_infinity_is_named_with_the_fill_and_its_safe_form_is_finite() -> None:
+    """A policy's entropy over actions masked with -inf: softmax gives 0 there, log_softmax -inf, and the
+    product 0 * -inf is NaN. The culprit is the product, with the fill that wrote the infinity."""
+    logits, valid = torch.randn(2, 3, requires_grad=True), torch.tensor([[True, False, True], [True, True, False]])
+    watch = ForwardWatch()
+    with watch:
+        masked_entropy(logits, valid)
+    culprit = watch.first
+    product, fill = line_of("return -(probs * log_probs).sum(dim=-1)"), line_of(
+        'logits = logits.masked_fill(~valid, float("-inf"))')
+    assert culprit is not None and culprit.kind == "infinity" and culprit.site.line == product
+    assert culprit.detail.startswith("NaN from 0 * -inf: `log_probs` is -inf at 2 of 6 entries, where `probs` is 0; "
+                                     f"the infinity was written by torch.masked_fill at test_findings.py:{fill}")
+    safe = SafeOp(culprit)
+    with safe:
+        entropy = masked_entropy(logits, valid)
+    entropy.sum().backward()
+    assert safe.applied == {product}
+    assert bool(torch.isfinite(entropy).all()) and bool(torch.isfinite(logits.grad).all())
+
+
+def overflowed_difference(x: torch.Tensor) -> torch.Tensor:
+    big = x * 1e30
+    return big * 1e30 - big * 1e30
+
+
+def test_an_infinity_from_an_overflow_meeting_itself_is_not_unsafe_arithmetic() -> None:
+    """inf - inf after a product overflowed is a divergence's symptom (the overflow is the first non-finite
+    value), not an infinity put there on purpose."""
+    watch = ForwardWatch()
+    with watch:
+        overflowed_difference(torch.ones(3))
+    assert watch.first is None and watch.first_other is not None and watch.first_other.op in ("mul", "__mul__")
+
+
+def summed_in_training(model: nn.Module, batches: list[torch.Tensor]) -> torch.Tensor:
+    running_loss = torch.zeros(())
+    for x in batches:
+        loss = model(x).sum()
+        running_loss += loss
+    return running_loss
+
+
+def summed_in_evaluation(model: nn.Module, batches: list[torch.Tensor]) -> torch.Tensor:
+    with torch.no_grad():
+        running_loss = torch.zeros(())
+        for x in batches:
+            running_loss += model(x).sum()
+    return running_loss
+
+
+def test_a_local_that_keeps_graphs_is_named_with_the_line_of_its_own_function() -> None:
+    """`running_loss` in training and in evaluation are two variables: the one found in training's frame is
+    fed by training's line, though evaluation's comes later in the file."""
+    fed = holders._fed_at("running_loss", __file__, "summed_in_training()")
+    assert fed is not None and fed.startswith(f"test_findings.py:{line_of('running_loss += loss')} ")
+    assert fed.endswith("in summed_in_training()")
+    assert holders._fed_at("running_loss", __file__).endswith("in summed_in_evaluation()")  # no owner: the last
+
+
 def test_a_lambda_that_returns_a_rate_is_told_from_a_warm_up() -> None:
     optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1e-3)
     rate = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 1e-3 * 0.95 ** epoch)

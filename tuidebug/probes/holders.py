@@ -215,10 +215,10 @@ def piled(frames: list[FrameType], step: int, more_than: int) -> list[tuple[str,
     gathered with their graphs (``feats = torch.cat((feats, model(x)))`` in an evaluation run with
     gradients on, or ``log_likelihoods.append(out[:, y])`` for one ``autograd.grad`` over all of them)."""
     found = []
-    for name, value, path, _ in _roots(frames, []):
+    for name, value, path, owner in _roots(frames, []):
         roots = [tensor.grad_fn for tensor in _held_directly(value) if tensor.grad_fn is not None]
         if roots and (forwards := _outputs_in_graph(roots, step)) > more_than:
-            found.append((name, forwards, _fed_at(name, path)))
+            found.append((name, forwards, _fed_at(name, path, owner)))
     return sorted(found, key=lambda item: -item[1])
 
 
@@ -228,9 +228,9 @@ def carrying(frames: list[FrameType], tensors: list[torch.Tensor]) -> list[tuple
     assigns them."""
     ids = {id(tensor) for tensor in tensors}
     found = []
-    for name, value, path, _ in _roots(frames, []):
+    for name, value, path, owner in _roots(frames, []):
         if any(id(tensor) in ids for tensor in _held_directly(value)):
-            found.append((name, _fed_at(name, path)))
+            found.append((name, _fed_at(name, path, owner)))
     return found
 
 
@@ -373,7 +373,7 @@ def _visit(search: _Search, name: str, value: Any, path: str | None, owner: str,
         return []
     what = "arrays" if search.arrays - arrays_before == tensors else "tensors"
     kind = type(value).__name__ if isinstance(value, torch.Tensor) else f"{type(value).__name__} of {tensors} {what}"
-    line = _fed_at(name, path) if search.tag is None else None  # a tagging search names no holder: no source read
+    line = _fed_at(name, path, owner) if search.tag is None else None  # a tagging search names no holder: no source read
     return [Holding(name, kind, owner, tensors, size, oldest, line, graphs)]
 
 
@@ -420,13 +420,22 @@ def user_object(value: Any) -> bool:
     return hasattr(value, "__dict__") and module is not None and is_user_file(getattr(module, "__file__", "") or "")
 
 
-def _fed_at(name: str, path: str | None) -> str | None:
-    """The line that feeds ``name``: an append (or the like), else an (augmented) assignment."""
+def _fed_at(name: str, path: str | None, owner: str | None = None) -> str | None:
+    """The line that feeds ``name``: an append (or the like), else an (augmented) assignment. A local of
+    ``owner`` (``"train()"``) is fed in that function: ``running_loss += loss`` in train() and in test() are
+    two variables."""
     if not path or not is_user_file(path):
         return None
     attr = name.split(".")[-1]
-    sites = next((found for method in FEEDS if (found := calls_of(path, attr, method))), None) or \
-        item_assignments(path, attr) or accumulations(path, attr) or assignments(path, attr, attribute="." in name)
+    scope = owner[:-2] if owner and owner.endswith("()") and "." not in name else None
+
+    def feeding(keep: Callable[[list[Site]], list[Site]]) -> list[Site]:
+        return next((kept for method in FEEDS if (kept := keep(calls_of(path, attr, method)))), None) or \
+            keep(item_assignments(path, attr)) or keep(accumulations(path, attr)) or \
+            keep(assignments(path, attr, attribute="." in name))
+
+    in_scope = feeding(lambda sites: [s for s in sites if enclosing_function(path, s.line) == scope]) if scope else []
+    sites = in_scope or feeding(list)
     if not sites:
         return None
     # What grows is fed over and over: a line inside a loop before a one-off store after it (a final copy).

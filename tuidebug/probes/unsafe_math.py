@@ -1,8 +1,10 @@
-"""The NaN check on the math: log, exp, divide, sqrt, pow, acos, norm, logdet at their domain's boundary.
+"""The NaN check on the math: log, exp, divide, sqrt, pow, acos, norm, logdet at their domain's boundary,
+and arithmetic that meets an infinity (0 * inf, inf - inf).
 
 The failing step is replayed twice over. Forward: under an op watch over the user's own calls, the
 first op whose output holds NaN (or ±inf) while its inputs did not: that op, on that line, made it
-(``-inf`` written on purpose by a mask fill is not counted). Backward: with the graph's nodes
+(``-inf`` written on purpose by a mask fill is not counted, but a product or sum that turns such an
+infinity into NaN is: ``probs * log_probs`` where a masked entry has probability 0). Backward: with the graph's nodes
 hooked (and anomaly mode recording each node's forward line), the first node whose incoming
 gradient is finite and whose outgoing one is not: sqrt at 0, a fractional power at 0, acos at ±1,
 the norm of a zero vector, a division by 0; its saved operand says which boundary. Then the trial:
@@ -59,6 +61,12 @@ CATEGORIES = {
     "softmax": {"softmax", "log_softmax", "_softmax"},
     "statistics": {"std", "var", "std_mean", "var_mean"},
 }
+# Arithmetic that makes a NaN only from an infinity it is given: 0 * inf, inf - inf (a sum or a matmul of both).
+# Its category, "infinity", is given only where it did (a product that overflowed is not unsafe math).
+MULTIPLY = {"mul", "mul_", "__mul__", "__rmul__", "__imul__", "multiply"}
+INFINITY_ARITHMETIC = MULTIPLY | {"add", "add_", "__add__", "__radd__", "__iadd__", "sub", "sub_", "__sub__",
+                                  "__rsub__", "__isub__", "subtract", "sum", "mean", "matmul", "__matmul__", "mm",
+                                  "bmm", "einsum", "addmm", "linear", "dot"}
 FIXES = {
     "log": "clamp the argument (torch.log(x.clamp_min(1e-8))) or stay in log space: F.log_softmax, "
            "torch.logsumexp, F.binary_cross_entropy_with_logits / F.cross_entropy on logits",
@@ -78,6 +86,9 @@ FIXES = {
                "entirely masked",
     "statistics": "a std / var over a single element is NaN (it divides by n - 1 = 0): skip batches of one sample "
                   "(DataLoader(..., drop_last=True)) or use correction=0 (unbiased=False)",
+    "infinity": "an infinity meets a 0 or the opposite infinity here (0 * inf and inf - inf are NaN): fill masks "
+                "with a large finite number (-1e9, torch.finfo(x.dtype).min) rather than inf, or keep the masked "
+                "entries out of the arithmetic (torch.where(mask, p * log_p, 0); torch.special.xlogy(p, p) for p * log p)",
     "other": "keep the argument inside the function's domain (clamp it)",
 }
 NODE_OPS = {"Sqrt": "sqrt", "Rsqrt": "divide", "Pow": "pow", "Acos": "acos", "Asin": "acos", "Log": "log",
@@ -109,10 +120,11 @@ class Culprit:
     detail: str
     backward: bool = False
     from_data: bool = False  # its operand depends on no weight (labels, features): no rate or clip changes it
+    given: str | None = None  # the category it was found under where its name has none ("infinity" for a `*`)
 
     @property
     def kind(self) -> str:
-        return self.op if self.op in FIXES else category(self.op)
+        return self.given or (self.op if self.op in FIXES else category(self.op))
 
     def line(self, in_model: bool = True) -> str:
         """The op, its line and what made it non-finite; ``in_model``: say whether in forward or backward (not
@@ -149,18 +161,28 @@ class ForwardWatch(OpWatch):
         self.first: Culprit | None = None
         self.first_other: Culprit | None = None
         self.risky: dict[str, str] = {}
+        self.filled: str | None = None  # the first mask fill that wrote an infinity: "torch.masked_fill at x.py:52 `...`"
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
         operands = args
         args = self.inputs_before(args)  # `x /= x.max()` made its NaN from the x it overwrote
         inputs = [t for t in op_tensors(args) + op_tensors(kwargs.values()) if t.is_floating_point()]
         outputs = op_tensors([result])
-        if not outputs or name in MASKS:
+        if not outputs:
+            return
+        if name in MASKS:
+            if self.filled is None and _finite(inputs) and not _finite(outputs):
+                self.filled = f"{display_name(name)} at {site}"
             return
         # An op given no floating tensor (torch.tensor(v), from_numpy) converts values that already hold
         # the NaN: it is where the data enters torch, not where the NaN is made.
         made_nan = bool(inputs) and _no_nan(inputs) and not _no_nan(outputs)
         made_inf = bool(inputs) and _finite(inputs) and not _finite(outputs)
+        if made_nan and self.first is None and self.first_other is None and name in INFINITY_ARITHMETIC:
+            met = _infinity_met(name, operands, kwargs, self.frame, site, self.filled)
+            if met is not None:
+                self.first = Culprit(name, site, f"NaN from {met}", given="infinity")
+                return
         if (made_nan or made_inf) and self.first is None:
             value = "NaN" if made_nan else "Inf"
             detail = _single_element(name, args, kwargs) or "; ".join(
@@ -178,6 +200,38 @@ class ForwardWatch(OpWatch):
 
     def done(self) -> bool:
         return self.first is not None and len(self.risky) > 20
+
+
+def _infinity_met(name: str, args: tuple, kwargs: dict, frame: FrameType | None, site: Site,
+                  filled: str | None) -> str | None:
+    """What an arithmetic op that made a NaN was given: an infinity put there on purpose (a number, or a
+    tensor's entries after a mask fill wrote one: not an overflow of a run that diverges) and, for a product,
+    the 0 it met: "0 * -inf: `log_probs` is -inf at 37 of 512 entries, where `probs` is 0; the infinity was
+    written by ..."."""
+    values = list(args) + list(kwargs.values())
+    tensors = [v for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    infinite = next((t for t in tensors if bool(torch.isinf(t).any())), None)
+    number = next((v for v in values if isinstance(v, float) and math.isinf(v)), None)
+    product = name in MULTIPLY
+    if number is not None:
+        return f"{'0 * ' if product else ''}{number}: the number {number} in `{site.text}`"
+    if infinite is None or filled is None:
+        return None
+    inf = infinite.detach()
+    signs = inf[torch.isinf(inf)]
+    sign = "-inf" if bool((signs < 0).all()) else "inf" if bool((signs > 0).all()) else "±inf"
+    said = f"{_operand_name(infinite, frame)} is {sign} at {int(torch.isinf(inf).sum())} of {inf.numel()} entries"
+    other = next((t for t in tensors if t is not infinite), None)
+    if product and other is not None:
+        try:
+            mask, zeros = torch.broadcast_tensors(torch.isinf(inf), other.detach() == 0)
+        except RuntimeError:  # shapes that do not broadcast (a matmul's): no entry-by-entry pairing
+            mask = zeros = torch.zeros((), dtype=torch.bool)
+        if bool((mask & zeros).any()):
+            said = f"0 * {sign}: {said}, where {_operand_name(other, frame)} is 0"
+    elif not product:
+        said = f"{sign} - {sign} or 0 * {sign}: {said}"
+    return f"{said}; the infinity was written by {filled}"
 
 
 def _overflow_of_huge(name: str, args: tuple, made_nan: bool) -> bool:
@@ -389,6 +443,14 @@ class SafeOp(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         name = op_name(func)
+        if self.kind == "infinity" and name in INFINITY_ARITHMETIC and _given_infinity(args, kwargs):
+            result = func(*args, **kwargs)  # made safe only where it turned the infinity into a NaN
+            site = caller_site()
+            if _no_nan(op_tensors([result])) or site is None or site.path != self.path or not self._covers(site.line):
+                return result
+            self.applied.add(site.line)
+            with torch._C.DisableTorchFunction():
+                return _safe(self.kind, name, func, args, kwargs)
         if category(name) == self.kind:
             site = caller_site()
             if site is not None and site.path == self.path and self._covers(site.line):
@@ -432,11 +494,26 @@ def _safe(kind: str, name: str, func: Any, args: tuple, kwargs: dict) -> Any:
         args[0] = args[0].clamp_min(-1e4)
     elif kind == "logdet" and isinstance(args[0], torch.Tensor):
         return torch.linalg.slogdet(args[0])[1]
+    elif kind == "infinity":  # an infinity becomes the dtype's largest number: 0 * it is 0, it minus itself 0
+        return func(*[_finite_version(a) for a in args], **{k: _finite_version(v) for k, v in kwargs.items()})
     elif kind == "statistics" and name in ("std", "var") and isinstance(args[0], torch.Tensor):
         # The spread of one sample is 0, not 0/0; with an eps under the root, its gradient is finite too.
         variance = args[0].var(dim=_reduced_dim(args, kwargs), correction=0, keepdim=kwargs.get("keepdim", False))
         return (variance + EPS).sqrt() if name == "std" else variance
     return func(*args, **kwargs)
+
+
+def _given_infinity(args: tuple, kwargs: dict) -> bool:
+    values = list(args) + list(kwargs.values())
+    return not _finite(op_tensors(values)) or any(isinstance(v, float) and math.isinf(v) for v in values)
+
+
+def _finite_version(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return torch.nan_to_num(value)
+    if isinstance(value, float) and math.isinf(value):
+        return math.copysign(torch.finfo(torch.get_default_dtype()).max, value)
+    return value
 
 
 @contextmanager
@@ -558,8 +635,9 @@ def _trials(ctx: ProbeContext, culprit: Culprit) -> ReplayedFix | None:
         fixed = run_trial(ctx, start, Adjust(mode=lambda: safe))
     except (NeedsLoop, LoopGone, NoPipeline):
         return None
+    made = "the infinities it meets made finite" if culprit.kind == "infinity" else f"{culprit.kind} made safe"
     return ReplayedFix([f"replay from {start.label} as written: {as_written.describe()}",
-                        f"... with {culprit.kind} made safe at {culprit.site.short}{safe.also()}: {fixed.describe()}"],
+                        f"... with {made} at {culprit.site.short}{safe.also()}: {fixed.describe()}"],
                        as_written.blew_up and fixed.holds, fixed.final if fixed.holds else None, fixed.learns)
 
 
