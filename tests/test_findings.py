@@ -26,6 +26,7 @@ from tuidebug.agent.watched_step import WATCHED_STEP, WatchedStep
 from tuidebug.probes import holders, source
 from tuidebug.probes.held_frozen import frozen_groups, split_frozen
 from tuidebug.probes.learning import GraphCut, _rises_by_another_objective, rate_not_factor
+from tuidebug.probes import memory
 from tuidebug.probes.memory import _all_pairs, _batch_power, _in_model_method, _kept_more_than, _square_length
 from tuidebug.probes.shape import SilentShapes, _batch_as_sequence, _classes_last, _pairwise, _relabelled
 from tuidebug.probes.source import grad_off_block, guarded_steps, indexed_attributes, module_site
@@ -255,6 +256,25 @@ def test_a_lambda_that_returns_a_rate_is_told_from_a_warm_up() -> None:
     warm_up = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, step / 500))
     assert rate_not_factor(warm_up) is None
     assert rate_not_factor(torch.optim.lr_scheduler.StepLR(optimizer, 10)) is None
+
+
+@pytest.mark.parametrize("batch, operands, asked, free, oversized", [
+    (16, ["features_b: (16, 2304, 32) float32", "features_a: (16, 32, 2304) float32"], 16 * 2304 ** 2 * 4, 270, True),
+    (16, ["features: (16, 5308416) float32"], 16 * 2304 ** 2 * 4, 270, False),  # as large, but not n x n
+    (32, ["x: (32, 384, 32) float32"], 32 * 384 ** 2 * 4 * 4, 600, False),  # 4 heads of 384 x 384 at batch 32
+])
+def test_an_n_by_n_intermediate_is_oversized_at_a_smaller_share_of_memory_than_any_other(
+        monkeypatch: pytest.MonkeyPatch, batch: int, operands: list[str], asked: int, free: int, oversized: bool) -> None:
+    """A correlation volume of 2304 x 2304 per example takes 7.5% of the memory the step had: an intermediate
+    that grows with the resolution squared, where an activation that large per example (not n x n) is still
+    the batch's, and BERT's attention at batch 32 (0.5%) is too."""
+    inputs = ((torch.zeros(batch, 3),), {})
+    ctx = types.SimpleNamespace(run=types.SimpleNamespace(model_inputs=lambda: inputs))
+    monkeypatch.setattr(memory, "limit_and_base", lambda ctx: (1000 * 2**20, (1000 - free) * 2**20, "the limit"))
+    found = memory._oversized_for_one_example(ctx, asked, types.SimpleNamespace(operands=operands))
+    assert (found is not None) is oversized
+    if oversized:
+        assert found[0] == "is 2304 x 2304 per example (324.0 MiB)" and "7.5% of the 270.0 MiB" in found[1][0]
 
 
 def test_an_n_by_n_allocation_per_example_names_its_length() -> None:

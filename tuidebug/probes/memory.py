@@ -45,6 +45,12 @@ OVERSIZED = 1.0
 # large batch); an attention map over 9216 positions takes ~40% for a single example. ONE_EXAMPLE_SHARE
 # sits a decade above the first: past it, halving the batch cannot make the allocation fit.
 ONE_EXAMPLE_SHARE = 0.1
+# The same share for an allocation that is n x n per example (n >= SQUARE_LENGTH positions: attention, a
+# correlation volume, pairwise distances), which grows with the square of the resolution or length, not with
+# the batch. Over the corpus's 66 out-of-memory cases (stop 46) the square ones took 0.5% (BERT's 384 x 384
+# attention at batch 32, a batch too large) and 7.5%, 41%, 46% (a 2304 x 2304 correlation volume over a 48 x 48
+# map, self-attention over full-resolution maps: oversized). 2% sits near the geometric middle of 0.5% and 7.5%.
+SQUARE_SHARE = 0.02
 SQUARE_LENGTH = 256  # a length below this squared is an ordinary activation (a 16x16 feature map)
 # Batches this large or larger are told apart from other axes of the same length in a broadcast shape; a
 # smaller batch's every pair is an ordinary tensor (and its length is too likely a feature width by chance).
@@ -190,8 +196,8 @@ def _large_call(ctx: ProbeContext, large: tuple, evidence: list[str], data: dict
 
 def _oversized_for_one_example(ctx: ProbeContext, asked: int | None, crash: Any) -> tuple[str, list[str]] | None:
     """The failed allocation divided by the batch still takes ONE_EXAMPLE_SHARE of the memory the step
-    had: one example's share of one tensor that large is not the batch's doing. Its shape is named when
-    it is n x n per example for a length n of the operands (attention or distances over n positions)."""
+    had (SQUARE_SHARE where it is n x n per example for a length n of the operands: attention or distances
+    over n positions, named as such): one example's share of one tensor that large is not the batch's doing."""
     inputs = ctx.run.model_inputs()
     size = batch_size_of(inputs) if inputs is not None else None
     if not asked or not size:
@@ -199,11 +205,11 @@ def _oversized_for_one_example(ctx: ProbeContext, asked: int | None, crash: Any)
     limit, base, label = limit_and_base(ctx)
     free = limit - base
     per_example = asked / size
-    if free <= 0 or per_example < ONE_EXAMPLE_SHARE * free:
-        return None
-    lines = [f"per example of the batch of {size} it is {bytes_text(per_example)}, {per_example / free:.0%} of the "
-             f"{bytes_text(free)} the step had ({label} less what was in use)"]
     square = _square_length(per_example, crash.operands)
+    if free <= 0 or per_example < (SQUARE_SHARE if square is not None else ONE_EXAMPLE_SHARE) * free:
+        return None
+    lines = [f"per example of the batch of {size} it is {bytes_text(per_example)}, {per_example / free:.1%} of the "
+             f"{bytes_text(free)} the step had ({label} less what was in use)"]
     if square is not None:
         lines.append(f"that is {square} x {square} values per example: an intermediate that grows with the square "
                      f"of a length of {square} (attention or pairwise distances over {square} positions)")
