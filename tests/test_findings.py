@@ -328,6 +328,43 @@ def test_a_shape_error_on_an_evaluation_line_after_training_is_a_crash_of_that_l
     assert analyse(collate.value, None, None, 16, {}, evaluated_after=20).kind == "shape"
 
 
+def test_a_weight_an_optimizer_stepped_between_a_forward_and_its_backward_is_named_with_that_step() -> None:
+    """A GAN's generator loss built on the discriminator's output, then the discriminator stepped, then the
+    generator's backward: autograd's version check fails on a discriminator weight, which names the step."""
+    from tuidebug.agent.crash import analyse
+
+    netD = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+    optimizerD = torch.optim.SGD(netD.parameters(), lr=0.1)
+    fake = torch.randn(5, 4, requires_grad=True)
+    fake_out = netD(fake).mean()
+    d_loss = 1 - fake_out
+    d_loss.backward(retain_graph=True)
+    optimizerD.step()
+    g_loss = fake_out
+    with pytest.raises(RuntimeError) as raised:
+        g_loss.backward()
+    crash = analyse(raised.value, None, None, 5, {})
+
+    step = line_of("optimizerD.step()")
+    assert crash.findings[0].startswith("`netD.2.weight` (1, 8) was changed in place once after the forward")
+    assert crash.findings[1] == (f"`optimizerD` holds `netD.2.weight`: `optimizerD.step()` at test_findings.py:{step} "
+                                 "`optimizerD.step()` ran between the forward through `netD` and this backward")
+    assert crash.fix.startswith("call `optimizerD.step()` only after every backward through `netD`")
+
+
+def test_a_tensor_changed_in_place_after_autograd_saved_it_is_named_by_its_variable() -> None:
+    from tuidebug.agent.crash import analyse
+
+    weights = torch.randn(3, requires_grad=True)
+    scores = weights.exp()
+    with pytest.raises(RuntimeError) as raised:
+        scores += 1
+        scores.sum().backward()
+    crash = analyse(raised.value, None, None, 3, {})
+    assert crash.findings[0].startswith("`scores` (3,) (the output of Exp) was changed in place once after the forward")
+    assert crash.fix.startswith("make the in-place op on `scores` (3,) (the output of Exp) out of place")
+
+
 def test_a_batchnorm1d_given_features_last_is_a_shape_mismatch_fixed_by_flattening_the_positions() -> None:
     from tuidebug.agent.crash import FailedModule, analyse
 

@@ -25,8 +25,8 @@ import torch
 
 from tuidebug.format import bytes_text
 from tuidebug.probes.shape import classes_moved_to_dim1
-from tuidebug.probes.source import (MISSING, assigned_value, assignments, attribute_chain, calls_named, frame_value,
-                                    module_site)
+from tuidebug.probes.source import (MISSING, assigned_value, assignments, attribute_chain, calls_named, calls_of,
+                                    frame_value, module_site)
 from tuidebug.sites import Site, frame_locals, innermost_user_site, is_user_file, user_frames
 
 SHAPE_MESSAGE = re.compile(
@@ -42,6 +42,10 @@ RNN = (torch.nn.RNN, torch.nn.LSTM, torch.nn.GRU)
 CLASS_LOSSES = ("cross_entropy", "nll_loss")
 DEEPCOPY_NON_LEAF = "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol"
 BINARY_LOSSES = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
+# "[torch.FloatTensor [1, 128, 1, 1]] is at version 2; expected version 1": a tensor autograd saved for backward
+# was changed in place since (its version counter says how many times).
+INPLACE = re.compile(r"modified by an inplace operation: \[torch\.[\w.]*Tensor \[([\d, ]*)\]\](?:, which is output \d+ "
+                     r"of (\w+),)? is at version (\d+); expected version (\d+)")
 
 
 @dataclass
@@ -166,6 +170,8 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
         _carried_graph(crash, model_call, user_frames(tb))
     elif DEEPCOPY_NON_LEAF in str(exc):
         _stored_outputs(crash, model_call[0] if model_call is not None else None)
+    elif INPLACE.search(str(exc)):
+        _modified_in_place(crash, INPLACE.search(str(exc)), user_frames(tb), found[0] if found else None)
     elif _no_graph(exc):
         crash.kind, crash.cause = "no_graph", "no_gradient_to_weights"
         crash.findings.append("backward() was called on a loss that does not require grad: no autograd path "
@@ -862,6 +868,47 @@ def _assignment_site(cls: type, attr: str) -> tuple[Site, str] | None:
              and site.text.startswith(f"self.{attr}") and (value := assigned_value(site)) not in (None, "None")] \
         if path else []
     return found[-1] if found else None
+
+
+def _modified_in_place(crash: Crash, match: re.Match, frames: list[FrameType], site: Site | None) -> None:
+    """A tensor saved for backward was changed in place before that backward. A parameter of the shape and version
+    the message gives is named with the optimizer whose step() changed it (a GAN whose discriminator steps between
+    the generator's forward and its backward); else a variable of the user's of that shape and version."""
+    shape = tuple(int(d) for d in match.group(1).split(",") if d.strip())
+    made_by, version, saved = match.group(2), int(match.group(3)), int(match.group(4))
+    scopes = [(name, value) for frame in reversed(frames) for scope in (frame_locals(frame), frame.f_globals)
+              for name, value in list(scope.items()) if not name.startswith("__")]
+    times = version - saved
+    changed = f"changed in place {'once' if times == 1 else f'{times} times'} after the forward that saved it for this backward"
+    # The saved tensor can be a view of the weight, which shares its version counter: a Linear saves its transpose.
+    weights = [(f"{name}.{path}", name, p) for name, value in scopes if isinstance(value, torch.nn.Module)
+               for path, p in value.named_parameters() if p._version == version and p.numel() == math.prod(shape)]
+    parameter = next((w for w in weights if tuple(w[2].shape) == shape), None) or \
+        next((w for w in weights if tuple(w[2].shape) == shape[::-1]), None)
+    if parameter is not None:
+        label, module, weight = parameter
+        crash.findings.append(f"`{label}` {shape_text(weight.shape)} was {changed}: an optimizer step updates the weights "
+                              "in place, and a backward through an earlier forward needs them as they were")
+        stepper = next((name for name, value in scopes if isinstance(value, torch.optim.Optimizer)
+                        and any(p is weight for group in value.param_groups for p in group["params"])), None)
+        if stepper is None:
+            crash.fix = f"take this backward before anything updates `{label}` in place, or run `{module}` again after it"
+            return
+        steps = [call for frame in frames for call in calls_of(frame.f_code.co_filename, stepper, "step")]
+        before = [call for call in steps if site is not None and call.path == site.path and call.line < site.line]
+        at = f" at {(before or steps)[-1]}" if steps else ""
+        crash.findings.append(f"`{stepper}` holds `{label}`: `{stepper}.step()`{at} ran between the forward through "
+                              f"`{module}` and this backward")
+        crash.fix = (f"call `{stepper}.step()` only after every backward through `{module}` (take this backward first), "
+                     f"or compute this loss with a new forward of `{module}` after the step")
+        return
+    variable = next((name for name, value in scopes if isinstance(value, torch.Tensor)
+                     and tuple(value.shape) == shape and value._version == version), None)
+    what = (f"`{variable}` {shape_text(shape)}" if variable else f"a {shape_text(shape)} tensor") + \
+        (f" (the output of {made_by})" if made_by else "")
+    crash.findings.append(f"{what} was {changed} (`x += y`, `x[i] = v`, `x.relu_()`, nn.ReLU(inplace=True))")
+    crash.fix = (f"make the in-place op on {what} out of place (x = x + y; x = x.clone() before writing into it; "
+                 "inplace=False), or run once under torch.autograd.set_detect_anomaly(True) to see the op")
 
 
 def _no_graph(exc: BaseException) -> bool:
