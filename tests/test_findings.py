@@ -2357,8 +2357,9 @@ def test_a_run_that_ends_inside_its_warm_up_is_a_rate_too_low_with_the_schedules
     result = session.probe_results["learning.rate"]
     findings = [e.message for e in session.events if e.kind == "finding"]
 
-    assert any(f.startswith("warmup_unfinished: the learning rate rose at every one of the run's 60 steps") and
-               "from 0 to 2.95e-05 at its end, 2.9% of the 0.001 the optimizer was given" in f for f in findings), findings
+    assert any(f.startswith("warmup_unfinished: the learning rate never fell in the run's 60 steps") and
+               "from 0 to 2.95e-05 at its end (2.9% of the 0.001 the optimizer was given), 1.5% of it on average" in f
+               for f in findings), findings
     assert result.status == "fail" and result.data["cause"] == "learning_rate_too_low", result.summary
     assert result.summary.endswith("LambdaLR (made at warmup_longer_than_run.py:17) peaks at step 2000")
     assert "shorten the warm-up" in result.fix
@@ -2378,3 +2379,16 @@ def test_a_warm_up_that_ends_or_a_run_cut_short_is_no_unfinished_warm_up() -> No
     warmed = [1e-3 * min(1.0, step / 20) for step in range(1, 61)]
     assert facts_seeing(warmed, ended=True).unfinished_warmup() is None  # reached the rate set
     assert facts_seeing(rising[:10], ended=True).unfinished_warmup() is None  # a smoke test of a few steps
+    per_epoch = [1e-3 * (step // 64) / 19 for step in range(192)]  # a warm-up of 19 batches stepped once an epoch
+    assert "5.3% of it on average" in facts_seeing(per_epoch, ended=True).unfinished_warmup()
+    assert facts_seeing([1e-3 * (step // 64) / 4 for step in range(192)], ended=True).unfinished_warmup() is None
+
+
+def test_moved_rows_reads_a_one_dimensional_output_a_logit_per_sample() -> None:
+    from tuidebug.probes.batch_mixing import moved_rows
+
+    before = torch.zeros(6)
+    after = before.clone()
+    after[2] = 1.0
+    assert moved_rows(before, after, 0) == [2]
+    assert moved_rows(torch.zeros(()), torch.ones(()), 0) == []  # a scalar has no rows

@@ -52,9 +52,10 @@ EARLY_COLLAPSE = 1000
 # has stayed there COLLAPSED_STEPS steps, however late it came: an annealing schedule touches 0 at its
 # last step only, a multiplier of 0 (StepLR(gamma=0)) keeps it there while the run trains on.
 COLLAPSED_STEPS = 20
-# A run that ends by itself with its rate still rising, at WARMUP_SHORT of the rate the optimizer was given (a
-# scheduler's base) or less, spent all its steps warming up: the warm-up is longer than the run, and every step
-# moved the weights a tenth or less as far as configured. A run that diagnose's window cuts short is not judged
+# A run that ends by itself with its rate never having fallen, below the rate the optimizer was given (a
+# scheduler's base) and at WARMUP_SHORT of it or less on average over its steps, spent all its steps warming up:
+# the warm-up is longer than the run, and the steps moved the weights a tenth or less as far as configured (a
+# warm-up stepped once an epoch holds each of its rates for a whole epoch, from 0 for the first). A run that diagnose's window cuts short is not judged
 # (it goes on warming up), nor one of fewer than WARMUP_MIN_STEPS steps (a smoke test).
 WARMUP_SHORT = 0.1
 WARMUP_MIN_STEPS = 20
@@ -506,6 +507,7 @@ class Facts:
     lr_collapsed_at: int | None = None  # the step since which the rate is below LR_COLLAPSE of its start
     lr_base: float | None = None  # the rate the optimizer was given, under a scheduler (its initial_lr)
     lr_steps: int = 0
+    lr_sum: float = 0.0  # the rates of the steps, summed: their mean
     lr_fell: bool = False  # the rate fell at some step: not a warm-up throughout
     tags: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAGGED_STEPS))
     old_graph_steps: list[int] = field(default_factory=list)  # the earlier steps whose graphs were alive at the last check
@@ -903,7 +905,7 @@ class Facts:
         if self.first_lr is None:
             self.first_lr = float(lr)
         self.lr_fell = self.lr_fell or (self.last_lr is not None and lr < self.last_lr)
-        self.last_lr, self.lr_steps = float(lr), self.lr_steps + 1
+        self.last_lr, self.lr_steps, self.lr_sum = float(lr), self.lr_steps + 1, self.lr_sum + float(lr)
         if isinstance(base, (int, float)):
             self.lr_base = float(base)
         if self.first_lr > 0 and lr < LR_COLLAPSE * ROUNDING * self.first_lr:
@@ -912,14 +914,17 @@ class Facts:
             self.lr_collapsed_at = None
 
     def unfinished_warmup(self) -> str | None:
-        """At the script's end: the rate rose at every step and ended at WARMUP_SHORT of its base or less."""
+        """At the script's end: the rate never fell, rose to below its base and averaged WARMUP_SHORT of it or less."""
         first, last, base = self.first_lr, self.last_lr, self.lr_base
         if not self.script_ended or self.lr_fell or self.lr_steps < WARMUP_MIN_STEPS or first is None or \
-                last is None or not base or not last > first or last > WARMUP_SHORT * base:
+                last is None or not base or not first < last < base:
             return None
-        return (f"the learning rate rose at every one of the run's {self.lr_steps} steps, from {first:.3g} to {last:.3g} "
-                f"at its end, {last / base:.1%} of the {base:.3g} the optimizer was given: the run ended inside its "
-                "warm-up")
+        mean = self.lr_sum / self.lr_steps
+        if mean > WARMUP_SHORT * base:
+            return None
+        return (f"the learning rate never fell in the run's {self.lr_steps} steps, from {first:.3g} to {last:.3g} at its "
+                f"end ({last / base:.1%} of the {base:.3g} the optimizer was given), {mean / base:.1%} of it on average: "
+                "the run ended inside its warm-up")
 
     def _collapsed_rate(self, step: int) -> str | None:
         at = self.lr_collapsed_at

@@ -67,7 +67,10 @@ class Chart:
 
 def moved_rows(before: torch.Tensor, after: torch.Tensor, dim: int) -> list[int]:
     """The indices along ``dim`` whose slices changed between the two runs."""
-    change = (after.detach().float() - before.detach().float()).abs().movedim(dim, 0).flatten(1).amax(1)
+    if before.dim() <= dim or not before.numel():
+        return []
+    change = (after.detach().float() - before.detach().float()).abs().movedim(dim, 0)
+    change = change.reshape(change.shape[0], -1).amax(1)  # a 1-D output (a logit per sample) has no dim 1 to flatten
     scale = max(float(before.detach().float().abs().max()), 1e-12)
     return (change > MOVED * scale).nonzero().flatten().tolist()
 

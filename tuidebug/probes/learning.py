@@ -784,11 +784,19 @@ def _unfinished_warmup(facts: Any, warmup: str, steps: int, evidence: list[str])
     peak = _schedule_peak(calls.scheduler(), steps) if calls is not None else None
     if made:
         evidence.append(f"{calls.kind} created at {made}")
-    if peak is not None:
-        evidence.append(f"its own function reaches its peak at step {peak}; the run made {steps} steps")
     # a schedule made by a helper or a subclass: the user's line is the call of it
     line = made.rpartition("(called from ")[2].split(" ")[0] if made else None
     name = f"{calls.kind} (made at {line})" if line else "the schedule"
+    if peak is not None and calls.calls < peak and 2 * calls.calls <= steps:  # its steps are counted in batches
+        evidence.append(f"its own function reaches its peak at its call {peak}; {calls.kind}.step() ran {calls.calls} "
+                        f"times in the run's {steps} steps, at {calls.site}: once an epoch")
+        return ProbeOutcome(
+            FAIL, f"the learning rate never leaves the warm-up: {name} counts its warm-up in batches (it peaks at its "
+            f"call {peak}) and is stepped once an epoch ({calls.calls} calls in {steps} steps)", evidence,
+            f"call scheduler.step() after every optimizer.step() (in the batch loop), not once an epoch at "
+            f"{calls.site.split(' ')[0]}", data={"cause": "learning_rate_too_low"})
+    if peak is not None:
+        evidence.append(f"its own function reaches its peak at step {peak}; the run made {steps} steps")
     return ProbeOutcome(
         FAIL, f"the learning rate never leaves the warm-up: the run ended at step {steps} with the rate still rising"
         + (f"; {name} peaks at step {peak}" if peak is not None else f" ({name})"), evidence,
