@@ -259,6 +259,7 @@ ELEMENTWISE = {"sub", "add", "mul", "div", "rsub", "__sub__", "__rsub__", "__add
 OPERATORS = {"sub": ast.Sub, "add": ast.Add, "mul": ast.Mult, "div": ast.Div, "truediv": ast.Div}
 CLASS_LOSSES = {"cross_entropy", "nll_loss"}  # losses that read each row of their input as one position's classes
 KEPT_FLATTENED = 32  # the latest squeezes of the iteration, to say which one made the (N,) prediction
+MAX_REGROUPED_DIMS = 6  # a view's source dims searched for another order (6! = 720 orders at most)
 # The ops of the layers that take (seq, batch, features) unless built with batch_first=True, and those layers.
 # The attention op gets the input as the layer reads it (a batch-first layer has transposed it already);
 # the recurrent ops get the input as given, with batch_first as their argument BATCH_FIRST_ARG.
@@ -307,6 +308,7 @@ class Relabel:
     class_dim: int | None = None  # the source's class dim, which the loss reads from the last dim of the rows
     loss: str | None = None  # the loss that reads the rows as classes
     straddle: tuple[int, int, int] | None = None  # (result dim, source dims it starts and ends inside): see _straddled
+    order: list[int] | None = None  # the source's dims in the order whose runs, merged, give the result: see regrouped
 
     def text(self) -> str:
         if self.class_dim is not None:
@@ -323,7 +325,8 @@ class Relabel:
             return (f"{self.op} at {self.site} turns {shape_text(self.before)} into {shape_text(self.after)}: "
                     f"{_straddle_text(self)}, so its values are not the source's dims split or merged")
         what = (f"the batch (dim {self.batch_dim}) becomes the first dim" if self.batch_dim is not None else
-                "the same sizes in another order")
+                f"the source's dims merged in the order {tuple(self.order)}, not their own" if self.order is not None
+                else "the same sizes in another order")
         return (f"{self.op} at {self.site} turns {shape_text(self.before)} into {shape_text(self.after)}: {what} "
                 "without moving the data, so values of different samples or features are mixed")
 
@@ -402,6 +405,31 @@ def _straddle_text(found: Relabel) -> str:
     dim, first, last = found.straddle
     return (f"its dim {dim} ({found.after[dim]}) takes the last part of the source's dim {first} "
             f"({found.before[first]}) and the first part of its dim {last} ({found.before[last]})")
+
+
+def regrouped(before: tuple[int, ...], after: tuple[int, ...]) -> list[int] | None:
+    """The order of ``before``'s dims, other than their own, whose sizes merged in runs give ``after``'s:
+    (32, 16, 8, 64) -> (32, 64, 128) is (32, 64, 16 * 8), the dims in the order (0, 3, 1, 2): a view where a permute
+    was meant (features, positions) -> (positions, features). None when ``after`` splits the dims or merges them in
+    their own order, as a view that keeps the data's meaning does."""
+    dims = [d for d, size in enumerate(before) if size != 1]
+    wanted = [size for size in after if size != 1]
+    if len(wanted) < 2 or len(dims) > MAX_REGROUPED_DIMS or _merges([before[d] for d in dims], wanted):
+        return None
+    order = next((list(o) for o in itertools.permutations(dims) if _merges([before[d] for d in o], wanted)), None)
+    return order + [d for d, size in enumerate(before) if size == 1] if order is not None else None
+
+
+def _merges(sizes: list[int], wanted: list[int]) -> bool:
+    """``wanted`` is ``sizes`` merged in consecutive runs: (16, 8, 64) gives (128, 64), not (64, 128)."""
+    taken = 0
+    for size in wanted:
+        product = 1
+        while taken < len(sizes) and product < size:
+            product, taken = product * sizes[taken], taken + 1
+        if product != size:
+            return False
+    return taken == len(sizes)
 
 
 def reordered(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
@@ -497,6 +525,8 @@ class SilentShapes(OpWatch):
             # contiguous copy would: its sizes in another order relabel the data all the same.
             if reordered(before, after):
                 self.relabel = Relabel(name, site, before, after)
+            elif (order := regrouped(before, after)) is not None:
+                self.relabel = Relabel(name, site, before, after, order=order)
             return
         stacked = self._stacked.get(id(source))
         if stacked is not None and stacked[0] is source:
@@ -517,6 +547,8 @@ class SilentShapes(OpWatch):
             straddle = _straddled(before, after)
             if straddle is not None:
                 self.relabel = Relabel(name, site, before, after, straddle=straddle)
+        if self.relabel is None and (order := regrouped(before, after)) is not None:
+            self.relabel = Relabel(name, site, before, after, order=order)
 
     def _paired(self, name: str, first: torch.Tensor, second: torch.Tensor, result: torch.Tensor, site: Site) -> None:
         if self.pairing is not None or not (first.requires_grad or second.requires_grad):
@@ -665,6 +697,10 @@ def _relabelled(found: Relabel) -> ProbeOutcome:
     if dim is not None:
         order = [dim, *(d for d in range(len(found.before)) if d != dim)]
         what = f"makes the batch the first dim of {shape_text(found.before)} without moving the data"
+    elif found.order is not None:
+        order = found.order
+        what = (f"merges the dims of {shape_text(found.before)} in the order {tuple(order)}, not their own, without "
+                "moving the data")
     else:
         order = _order(found.before, [d for d in found.after if d != 1])
         what = f"gives the sizes of {shape_text(found.before)} in another order without moving the data"
