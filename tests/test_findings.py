@@ -2392,3 +2392,24 @@ def test_moved_rows_reads_a_one_dimensional_output_a_logit_per_sample() -> None:
     after[2] = 1.0
     assert moved_rows(before, after, 0) == [2]
     assert moved_rows(torch.zeros(()), torch.ones(()), 0) == []  # a scalar has no rows
+
+
+def test_a_view_that_merges_a_feature_maps_dims_in_another_order_is_a_relabel_fixed_by_the_permute_meant() -> None:
+    """A conv front end's (batch, channels, mels, frames) viewed as (batch, frames, channels * mels) without the
+    permute: each "frame" of the result takes two frames of two mel bands. The same sizes after the permute, and
+    views that split or merge dims in their own order (heads out of the features), are no relabelling."""
+    conv_feat = torch.randn(4, 16, 8, 64, requires_grad=True)
+    with SilentShapes(4) as swapped:
+        conv_feat.contiguous().view(4, 64, 128)
+    with SilentShapes(4) as permuted:
+        conv_feat.permute(0, 3, 1, 2).reshape(4, 64, 128)
+    with SilentShapes(4) as in_order:
+        conv_feat.view(4, 128, 64).view(4, 128, 2, 32)
+
+    found = swapped.relabel
+    assert found is not None and found.order == [0, 3, 1, 2]
+    assert permuted.relabel is None and in_order.relabel is None
+    outcome = _relabelled(found)
+    assert outcome.data["cause"] == "batch_folded"
+    assert "merges the dims of (4, 16, 8, 64) in the order (0, 3, 1, 2), not their own" in outcome.summary
+    assert outcome.fix.endswith("x.permute(0, 3, 1, 2).reshape(4, 64, 128)")
