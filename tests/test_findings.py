@@ -2405,10 +2405,12 @@ def test_a_view_that_merges_a_feature_maps_dims_in_another_order_is_a_relabel_fi
         conv_feat.permute(0, 3, 1, 2).reshape(4, 64, 128)
     with SilentShapes(4) as in_order:
         conv_feat.view(4, 128, 64).view(4, 128, 2, 32)
+    with SilentShapes(16) as codebook_groups:  # rows of batch, time and 2 groups; 16 values a group, as many as the batch
+        torch.randn(16, 15, 32, requires_grad=True).view(16 * 15 * 2, -1)
 
     found = swapped.relabel
     assert found is not None and found.order == [0, 3, 1, 2]
-    assert permuted.relabel is None and in_order.relabel is None
+    assert permuted.relabel is None and in_order.relabel is None and codebook_groups.relabel is None
     outcome = _relabelled(found)
     assert outcome.data["cause"] == "batch_folded"
     assert "merges the dims of (4, 16, 8, 64) in the order (0, 3, 1, 2), not their own" in outcome.summary

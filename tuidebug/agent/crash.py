@@ -879,7 +879,8 @@ def _modified_in_place(crash: Crash, match: re.Match, frames: list[FrameType], s
     scopes = [(name, value) for frame in reversed(frames) for scope in (frame_locals(frame), frame.f_globals)
               for name, value in list(scope.items()) if not name.startswith("__")]
     times = version - saved
-    changed = f"changed in place {'once' if times == 1 else f'{times} times'} after the forward that saved it for this backward"
+    changed = (f"changed in place {'once' if times == 1 else f'{times} times'} after the forward that saved it for "
+               "this backward")
     # The saved tensor can be a view of the weight, which shares its version counter: a Linear saves its transpose.
     weights = [(f"{name}.{path}", name, p) for name, value in scopes if isinstance(value, torch.nn.Module)
                for path, p in value.named_parameters() if p._version == version and p.numel() == math.prod(shape)]
@@ -887,8 +888,8 @@ def _modified_in_place(crash: Crash, match: re.Match, frames: list[FrameType], s
         next((w for w in weights if tuple(w[2].shape) == shape[::-1]), None)
     if parameter is not None:
         label, module, weight = parameter
-        crash.findings.append(f"`{label}` {shape_text(weight.shape)} was {changed}: an optimizer step updates the weights "
-                              "in place, and a backward through an earlier forward needs them as they were")
+        crash.findings.append(f"`{label}` {shape_text(weight.shape)} was {changed}: an optimizer step updates the "
+                              "weights in place, and a backward through an earlier forward needs them as they were")
         stepper = next((name for name, value in scopes if isinstance(value, torch.optim.Optimizer)
                         and any(p is weight for group in value.param_groups for p in group["params"])), None)
         if stepper is None:

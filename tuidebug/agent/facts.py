@@ -55,8 +55,9 @@ COLLAPSED_STEPS = 20
 # A run that ends by itself with its rate never having fallen, below the rate the optimizer was given (a
 # scheduler's base) and at WARMUP_SHORT of it or less on average over its steps, spent all its steps warming up:
 # the warm-up is longer than the run, and the steps moved the weights a tenth or less as far as configured (a
-# warm-up stepped once an epoch holds each of its rates for a whole epoch, from 0 for the first). A run that diagnose's window cuts short is not judged
-# (it goes on warming up), nor one of fewer than WARMUP_MIN_STEPS steps (a smoke test).
+# warm-up stepped once an epoch holds each of its rates for a whole epoch, from 0 for the first). A run that
+# diagnose's window cuts short is not judged (it goes on warming up), nor one of fewer than WARMUP_MIN_STEPS
+# steps (a smoke test).
 WARMUP_SHORT = 0.1
 WARMUP_MIN_STEPS = 20
 PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR")

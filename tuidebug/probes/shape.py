@@ -408,15 +408,20 @@ def _straddle_text(found: Relabel) -> str:
 
 
 def regrouped(before: tuple[int, ...], after: tuple[int, ...]) -> list[int] | None:
-    """The order of ``before``'s dims, other than their own, whose sizes merged in runs give ``after``'s:
-    (32, 16, 8, 64) -> (32, 64, 128) is (32, 64, 16 * 8), the dims in the order (0, 3, 1, 2): a view where a permute
-    was meant (features, positions) -> (positions, features). None when ``after`` splits the dims or merges them in
-    their own order, as a view that keeps the data's meaning does."""
+    """The order of ``before``'s dims after its first (the batch, kept first), other than their own, whose sizes
+    merged in runs give ``after``'s: (32, 16, 8, 64) -> (32, 64, 128) is (32, 64, 16 * 8), the dims in the order
+    (0, 3, 1, 2): a view where a permute was meant (features, positions) -> (positions, features). None when
+    ``after`` merges them in their own order, or changes the first dim: a view that also splits a dim, such as
+    (16, 15, 32) -> (16 * 15 * 2, 16) (two groups of 16 out of 32 features, rows of batch and time), may match
+    other dims' sizes in another order by chance (the batch of 16 last), and keeps the data's meaning."""
     dims = [d for d, size in enumerate(before) if size != 1]
     wanted = [size for size in after if size != 1]
-    if len(wanted) < 2 or len(dims) > MAX_REGROUPED_DIMS or _merges([before[d] for d in dims], wanted):
+    if len(wanted) < 3 or len(dims) > MAX_REGROUPED_DIMS or wanted[0] != before[dims[0]] or \
+            _merges([before[d] for d in dims], wanted):
         return None
-    order = next((list(o) for o in itertools.permutations(dims) if _merges([before[d] for d in o], wanted)), None)
+    first, rest = dims[0], dims[1:]
+    order = next(([first, *o] for o in itertools.permutations(rest) if _merges([before[d] for d in o], wanted[1:])),
+                 None)
     return order + [d for d, size in enumerate(before) if size == 1] if order is not None else None
 
 

@@ -4,8 +4,8 @@ and arithmetic that meets an infinity (0 * inf, inf - inf).
 The failing step is replayed twice over. Forward: under an op watch over the user's own calls, the
 first op whose output holds NaN (or ±inf) while its inputs did not: that op, on that line, made it
 (``-inf`` written on purpose by a mask fill is not counted, but a product or sum that turns such an
-infinity into NaN is: ``probs * log_probs`` where a masked entry has probability 0). Backward: with the graph's nodes
-hooked (and anomaly mode recording each node's forward line), the first node whose incoming
+infinity into NaN is: ``probs * log_probs`` where a masked entry has probability 0). Backward: with the
+graph's nodes hooked (and anomaly mode recording each node's forward line), the first node whose incoming
 gradient is finite and whose outgoing one is not: sqrt at 0, a fractional power at 0, acos at ±1,
 the norm of a zero vector, a division by 0; its saved operand says which boundary. Then the trial:
 the steps replayed with that op made safe at that line (an eps, a clamp), which must keep the
