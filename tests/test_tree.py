@@ -213,6 +213,19 @@ def test_a_finding_of_the_agent_opens_its_branch(finding, branch):
     assert preselect(_session_with(Event(kind="finding", message=finding, time=time.time())))[0] == branch
 
 
+@pytest.mark.parametrize("learning_finding, branch", [
+    ("idle_optimizer: the Adam created at train.py:57 never steps: its 6 parameter tensors get gradients", "learning"),
+    ("loss_input: cross_entropy at train.py:40 is given probabilities", "oom"),
+])
+def test_weights_that_never_change_outrank_memory_that_only_grows_and_other_learning_findings_do_not(
+        learning_finding, branch):
+    """RSS that grows with no holder named (a run that builds a second model mid-way) is weaker evidence than an
+    optimizer that never steps while its parameters get gradients; a learning finding of another kind waits."""
+    growth = Event(kind="finding", message="memory_growth: resident memory (CPU) grows 1.16 MiB a step, steadily",
+                   time=time.time())
+    assert preselect(_session_with(growth, Event(kind="finding", message=learning_finding, time=time.time())))[0] == branch
+
+
 @pytest.mark.parametrize("losses, branch", [
     ([1.0] * 20, "learning"),
     ([1.0 + 0.5 * i for i in range(20)], "learning"),

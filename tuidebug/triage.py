@@ -31,13 +31,16 @@ FINDING_BRANCHES = {
     "graphs_kept": "oom", "memory_growth": "oom", "container_growth": "oom",  # graphs or tensors kept across steps
 }
 # Which finding wins when there are several: what holds memory across steps (graphs, a growing
-# container) first, then a wrong shape, then memory that only grows (RSS also grows while the
+# container) first, then a wrong shape, then weights that provably do not change (an optimizer that never
+# steps while its parameters get gradients), then memory that only grows (RSS also grows while the
 # allocator keeps freed blocks: a loop making a new MiB-sized intermediate every step looks like that
-# for a while), then the learning findings.
+# for a while, and a run that changes models mid-way grows once), then the other learning findings.
+WEIGHTS_NOT_UPDATED = ("idle_optimizer", "weights_unchanged", "not_in_optimizer", "part_not_in_optimizer",
+                       "no_optimizer_step")
 FINDING_ORDER = (("oom", ("graphs_kept", "container_growth")),
                  ("shape", ("loss_broadcast", "one_hot_width", "relabelled_view", "target_range", "batch_as_sequence",
                             "ignored_class", "classes_last")),
-                 ("oom", ("memory_growth",)), ("learning", None))
+                 ("learning", WEIGHTS_NOT_UPDATED), ("oom", ("memory_growth",)), ("learning", None))
 # The trend of the run's own loss, judged on the medians of its first and last fifths (at least
 # TREND_STEPS steps): a loss that ends over DIVERGING times its start diverges (the NaN branch's
 # checks apply: the rate, the gradients); one that ends above NOT_FALLING times its start has not
