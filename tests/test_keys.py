@@ -138,7 +138,10 @@ async def test_the_tree_explains_its_marks_and_resets_the_detail_pane_per_node(s
         # The details follow the cursor, with what the check costs before it runs.
         await shows(pilot, "probe: nan.lr   found: not run yet", "it takes one short replay")
         details = screen.query_one("#tree-details")
-        details.scroll_end(animate=False)  # at 80x24 the explanation is taller than its pane
+        # At 80x24 the explanation is taller than its pane, once laid out: a scroll asked for before that (a loaded
+        # machine) has nothing to scroll.
+        await until(pilot, lambda: details.max_scroll_y > 0, "the explanation laid out taller than its pane")
+        details.scroll_end(animate=False)
         await until(pilot, lambda: details.scroll_y > 0, "the detail pane scrolled down")
         await pilot.press("down")
         await shows(pilot, "NaN: NaN or Inf in the inputs?", "Does the failing batch, or the dataset, hold NaN")
