@@ -210,6 +210,57 @@ def test_a_product_that_meets_a_masked_minus_infinity_is_named_with_the_fill_and
     assert bool(torch.isfinite(entropy).all()) and bool(torch.isfinite(logits.grad).all())
 
 
+def masked_entropy_in_place(logits: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    logits = logits.masked_fill(~valid, float("-inf"))
+    plogp = torch.softmax(logits, dim=-1)
+    log_probs = torch.log_softmax(logits, dim=-1)
+    plogp.mul_(log_probs)
+    return -plogp.sum(dim=-1)
+
+
+def masked_entropy_by_index(logits: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    logits = logits.clone()
+    logits[~valid] = float("-inf")
+    probs, log_probs = torch.softmax(logits, dim=-1), torch.log_softmax(logits, dim=-1)
+    return -(probs * log_probs).sum(dim=-1)
+
+
+def fill_beside_an_infinity_from_elsewhere(scores: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    scores.masked_fill(~valid, float("-inf"))
+    weights = torch.tensor([float("inf"), 1.0, 1.0])
+    return (torch.zeros(3) * weights).sum()
+
+
+def test_an_in_place_product_is_read_before_it_and_an_infinity_the_fill_did_not_write_is_not_its() -> None:
+    """`plogp.mul_(log_probs)` overwrote its 0s with NaN: the values before it show the 0 * -inf. An infinity that
+    no fill wrote (a weight, data) meeting a 0 is not put down to a fill elsewhere in the step."""
+    valid = torch.tensor([[True, False, True]])
+    watch = ForwardWatch()
+    with watch:
+        masked_entropy_in_place(torch.randn(1, 3), valid)
+    assert watch.first is not None and watch.first.kind == "infinity"
+    assert watch.first.detail.startswith("NaN from 0 * -inf: `log_probs` is -inf at 1 of 3 entries, where `plogp` is 0")
+    by_index = ForwardWatch()
+    with by_index:
+        masked_entropy_by_index(torch.randn(1, 3), valid)
+    fill = line_of('logits[~valid] = float("-inf")')
+    assert by_index.first is not None and by_index.first.detail.endswith(
+        f"the infinity was written by `x[...] =` at test_findings.py:{fill} `logits[~valid] = float(\"-inf\")`")
+    elsewhere = ForwardWatch()
+    with elsewhere:
+        fill_beside_an_infinity_from_elsewhere(torch.randn(1, 3), valid)
+    assert elsewhere.first is None
+
+
+def test_the_safe_form_of_an_infinity_is_the_dtypes_largest_number_and_leaves_a_nan_alone() -> None:
+    from tuidebug.probes.unsafe_math import _finite_version
+
+    largest = torch.finfo(torch.float32).max
+    made = _finite_version(torch.tensor([float("nan"), float("inf"), float("-inf"), 1.0]), torch.float32)
+    assert made[0].isnan() and made[1:].tolist() == [largest, -largest, 1.0]
+    assert _finite_version(float("-inf"), torch.float16) == -65504.0
+
+
 def overflowed_difference(x: torch.Tensor) -> torch.Tensor:
     big = x * 1e30
     return big * 1e30 - big * 1e30
@@ -275,6 +326,7 @@ def test_an_n_by_n_intermediate_is_oversized_at_a_smaller_share_of_memory_than_a
     assert (found is not None) is oversized
     if oversized:
         assert found[0] == "is 2304 x 2304 per example (324.0 MiB)" and "7.5% of the 270.0 MiB" in found[1][0]
+        assert found[2] is True  # under a tenth of the memory per example: a smaller batch might still hold it
 
 
 def test_an_n_by_n_allocation_per_example_names_its_length() -> None:
@@ -348,8 +400,25 @@ def test_a_weight_an_optimizer_stepped_between_a_forward_and_its_backward_is_nam
     step = line_of("optimizerD.step()")
     assert crash.findings[0].startswith("`netD.2.weight` (1, 8) was changed in place once after the forward")
     assert crash.findings[1] == (f"`optimizerD` holds `netD.2.weight`: `optimizerD.step()` at test_findings.py:{step} "
-                                 "`optimizerD.step()` ran between the forward through `netD` and this backward")
+                                 "`optimizerD.step()`, before this backward, updates it in place after the forward "
+                                 "through `netD` saved it")
     assert crash.fix.startswith("call `optimizerD.step()` only after every backward through `netD`")
+
+
+def test_an_activation_of_a_weights_shape_and_version_is_not_taken_for_the_weight() -> None:
+    """A fresh Linear's weight, which an optimizer holds, is at version 1 (its init fills it in place), as is a ReLU
+    output of its shape changed once: the message says the ReLU made the tensor, not a view of a weight."""
+    from tuidebug.agent.crash import analyse
+
+    fc = nn.Linear(4, 4)
+    optimizer = torch.optim.SGD(fc.parameters(), lr=0.1)
+    hidden = torch.relu(fc(torch.randn(4, 4)))
+    with pytest.raises(RuntimeError) as raised:
+        hidden += 1
+        hidden.sum().backward()
+    crash = analyse(raised.value, None, None, 4, {})
+    assert fc.weight._version == 1 and any(p is fc.weight for p in optimizer.param_groups[0]["params"])
+    assert crash.findings[0].startswith("`hidden` (4, 4) (the output of Relu) was changed in place once")
 
 
 def test_a_tensor_changed_in_place_after_autograd_saved_it_is_named_by_its_variable() -> None:
@@ -2365,6 +2434,27 @@ def test_a_run_that_ends_inside_its_warm_up_is_a_rate_too_low_with_the_schedules
     assert "shorten the warm-up" in result.fix
 
 
+@pytest.mark.parametrize("warmup, training, sized_in_batches", [(19, 192, True), (50, 60, False)])
+def test_a_warm_up_stepped_once_an_epoch_is_told_from_one_longer_than_the_run_by_where_its_schedule_ends(
+        warmup: int, training: int, sized_in_batches: bool) -> None:
+    """A linear warm-up and decay sized in batches (it ends at the run's 192 steps) stepped 3 times in 3 epochs of
+    64 batches never leaves its warm-up: step it per batch. One sized in epochs (50 of warm-up, ending at 60)
+    stepped as meant in a run of 3 epochs is a warm-up longer than the run: shorten it."""
+    from tuidebug.agent.facts import SchedulerCalls
+    from tuidebug.probes.learning import _unfinished_warmup
+
+    optimizer = torch.optim.AdamW([nn.Parameter(torch.zeros(1))], lr=1e-3)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: step / warmup if step < warmup else max(
+        0.0, (training - step) / (training - warmup)))
+    facts = Facts()
+    facts.schedulers[id(schedule)] = SchedulerCalls("LambdaLR", "train.py:91 `scheduler.step()`", calls=3,
+                                                    scheduler=weakref.ref(schedule))
+    outcome = _unfinished_warmup(facts, "the run ended inside its warm-up", 192, [])
+    assert ("counts its warm-up in batches (it peaks at its call 19)" in outcome.summary) is sized_in_batches
+    assert outcome.fix.startswith("call scheduler.step() after every optimizer.step()" if sized_in_batches else
+                                  "shorten the warm-up")
+
+
 def test_a_warm_up_that_ends_or_a_run_cut_short_is_no_unfinished_warm_up() -> None:
     def facts_seeing(rates: list[float], ended: bool) -> Facts:
         facts = Facts()
@@ -2382,6 +2472,14 @@ def test_a_warm_up_that_ends_or_a_run_cut_short_is_no_unfinished_warm_up() -> No
     per_epoch = [1e-3 * (step // 64) / 19 for step in range(192)]  # a warm-up of 19 batches stepped once an epoch
     assert "5.3% of it on average" in facts_seeing(per_epoch, ended=True).unfinished_warmup()
     assert facts_seeing([1e-3 * (step // 64) / 4 for step in range(192)], ended=True).unfinished_warmup() is None
+
+
+def test_a_top_level_local_is_named_with_its_top_level_line(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("total = 0\nfor step in range(3):\n    total += step\n\n\n"
+                      "def evaluate(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total\n")
+    assert holders._fed_at("total", str(script), "<module>()").startswith("train.py:3 ")
+    assert holders._fed_at("total", str(script), "evaluate()").startswith("train.py:9 ")
 
 
 def test_moved_rows_reads_a_one_dimensional_output_a_logit_per_sample() -> None:

@@ -31,8 +31,8 @@ FINDING_BRANCHES = {
     "graphs_kept": "oom", "memory_growth": "oom", "container_growth": "oom",  # graphs or tensors kept across steps
 }
 # Which finding wins when there are several: what holds memory across steps (graphs, a growing
-# container) first, then a wrong shape, then weights that provably do not change (an optimizer that never
-# steps while its parameters get gradients), then memory that only grows (RSS also grows while the
+# container) first, then a wrong shape, then weights (all or some of them) that provably do not change (an
+# optimizer that never steps while its parameters get gradients), then memory that only grows (RSS also grows while the
 # allocator keeps freed blocks: a loop making a new MiB-sized intermediate every step looks like that
 # for a while, and a run that changes models mid-way grows once), then the other learning findings.
 WEIGHTS_NOT_UPDATED = ("idle_optimizer", "weights_unchanged", "not_in_optimizer", "part_not_in_optimizer",

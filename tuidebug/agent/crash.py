@@ -46,6 +46,9 @@ BINARY_LOSSES = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 # was changed in place since (its version counter says how many times).
 INPLACE = re.compile(r"modified by an inplace operation: \[torch\.[\w.]*Tensor \[([\d, ]*)\]\](?:, which is output \d+ "
                      r"of (\w+),)? is at version (\d+); expected version (\d+)")
+# What saved a weight, when the message says: a view of it (a Linear saves its transpose). Anything else (ReLU's
+# output) is an activation, however its shape and version match a weight's (an init's in-place fill is version 1).
+WEIGHT_VIEWS = re.compile(r"(T|Transpose|AsStrided|View|Permute|Expand|Unsqueeze|Squeeze|Alias|Select|Slice)(Backward\d*)?$")
 
 
 @dataclass
@@ -881,35 +884,50 @@ def _modified_in_place(crash: Crash, match: re.Match, frames: list[FrameType], s
     times = version - saved
     changed = (f"changed in place {'once' if times == 1 else f'{times} times'} after the forward that saved it for "
                "this backward")
-    # The saved tensor can be a view of the weight, which shares its version counter: a Linear saves its transpose.
-    weights = [(f"{name}.{path}", name, p) for name, value in scopes if isinstance(value, torch.nn.Module)
-               for path, p in value.named_parameters() if p._version == version and p.numel() == math.prod(shape)]
-    parameter = next((w for w in weights if tuple(w[2].shape) == shape), None) or \
-        next((w for w in weights if tuple(w[2].shape) == shape[::-1]), None)
-    if parameter is not None:
-        label, module, weight = parameter
-        crash.findings.append(f"`{label}` {shape_text(weight.shape)} was {changed}: an optimizer step updates the "
-                              "weights in place, and a backward through an earlier forward needs them as they were")
-        stepper = next((name for name, value in scopes if isinstance(value, torch.optim.Optimizer)
-                        and any(p is weight for group in value.param_groups for p in group["params"])), None)
-        if stepper is None:
-            crash.fix = f"take this backward before anything updates `{label}` in place, or run `{module}` again after it"
-            return
+    weights = _stepped_weights(scopes, shape, version) if made_by is None or WEIGHT_VIEWS.match(made_by) else []
+    exact = [w for w in weights if tuple(w[2].shape) == shape] or [w for w in weights if tuple(w[2].shape) == shape[::-1]]
+    if exact:
+        label, module, weight, stepper = exact[0]
+        others = len({id(w[2]) for w in exact}) - 1
+        label_text = f"`{label}` {shape_text(weight.shape)}" + (f" (or one of {others} more weights of that shape "
+                                                                 "and version)" if others else "")
+        crash.findings.append(f"{label_text} was {changed}: an optimizer step updates the weights in place, and a "
+                              "backward through an earlier forward needs them as they were")
         steps = [call for frame in frames for call in calls_of(frame.f_code.co_filename, stepper, "step")]
         before = [call for call in steps if site is not None and call.path == site.path and call.line < site.line]
         at = f" at {(before or steps)[-1]}" if steps else ""
-        crash.findings.append(f"`{stepper}` holds `{label}`: `{stepper}.step()`{at} ran between the forward through "
-                              f"`{module}` and this backward")
+        crash.findings.append(f"`{stepper}` holds `{label}`: `{stepper}.step()`{at}, before this backward, updates it "
+                              f"in place after the forward through `{module}` saved it")
         crash.fix = (f"call `{stepper}.step()` only after every backward through `{module}` (take this backward first), "
                      f"or compute this loss with a new forward of `{module}` after the step")
         return
-    variable = next((name for name, value in scopes if isinstance(value, torch.Tensor)
+    variable = next((name for name, value in scopes if isinstance(value, torch.Tensor) and not value.is_inference()
                      and tuple(value.shape) == shape and value._version == version), None)
     what = (f"`{variable}` {shape_text(shape)}" if variable else f"a {shape_text(shape)} tensor") + \
         (f" (the output of {made_by})" if made_by else "")
     crash.findings.append(f"{what} was {changed} (`x += y`, `x[i] = v`, `x.relu_()`, nn.ReLU(inplace=True))")
     crash.fix = (f"make the in-place op on {what} out of place (x = x + y; x = x.clone() before writing into it; "
                  "inplace=False), or run once under torch.autograd.set_detect_anomaly(True) to see the op")
+
+
+def _stepped_weights(scopes: list[tuple[str, Any]], shape: tuple[int, ...],
+                     version: int) -> list[tuple[str, str, torch.Tensor, str]]:
+    """(``model.layer.weight``, ``model``, the weight, the optimizer's name) of the weights of the frames' modules
+    with ``shape``'s element count (a view of a weight shares its version counter) at ``version`` that an optimizer
+    of the frames holds: its step() updates them in place."""
+    optimizers = [(name, value) for name, value in scopes if isinstance(value, torch.optim.Optimizer)]
+    found = []
+    for name, value in scopes:
+        if not isinstance(value, torch.nn.Module):
+            continue
+        for path, weight in value.named_parameters():
+            if weight._version != version or weight.numel() != math.prod(shape):
+                continue
+            stepper = next((opt_name for opt_name, opt in optimizers
+                            if any(p is weight for group in opt.param_groups for p in group["params"])), None)
+            if stepper is not None:
+                found.append((f"{name}.{path}", name, weight, stepper))
+    return found
 
 
 def _no_graph(exc: BaseException) -> bool:

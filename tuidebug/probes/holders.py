@@ -423,18 +423,19 @@ def user_object(value: Any) -> bool:
 def _fed_at(name: str, path: str | None, owner: str | None = None) -> str | None:
     """The line that feeds ``name``: an append (or the like), else an (augmented) assignment. A local of
     ``owner`` (``"train()"``) is fed in that function: ``running_loss += loss`` in train() and in test() are
-    two variables."""
+    two variables (a script's top level, ``"<module>()"``, feeds its own outside any function)."""
     if not path or not is_user_file(path):
         return None
     attr = name.split(".")[-1]
     scope = owner[:-2] if owner and owner.endswith("()") and "." not in name else None
+    function = None if scope == "<module>" else scope  # what enclosing_function says of a line at the top level
 
     def feeding(keep: Callable[[list[Site]], list[Site]]) -> list[Site]:
         return next((kept for method in FEEDS if (kept := keep(calls_of(path, attr, method)))), None) or \
             keep(item_assignments(path, attr)) or keep(accumulations(path, attr)) or \
             keep(assignments(path, attr, attribute="." in name))
 
-    in_scope = feeding(lambda sites: [s for s in sites if enclosing_function(path, s.line) == scope]) if scope else []
+    in_scope = feeding(lambda sites: [s for s in sites if enclosing_function(path, s.line) == function]) if scope else []
     sites = in_scope or feeding(list)
     if not sites:
         return None

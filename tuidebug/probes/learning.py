@@ -787,9 +787,13 @@ def _unfinished_warmup(facts: Any, warmup: str, steps: int, evidence: list[str])
     # a schedule made by a helper or a subclass: the user's line is the call of it
     line = made.rpartition("(called from ")[2].split(" ")[0] if made else None
     name = f"{calls.kind} (made at {line})" if line else "the schedule"
-    if peak is not None and calls.calls < peak and 2 * calls.calls <= steps:  # its steps are counted in batches
-        evidence.append(f"its own function reaches its peak at its call {peak}; {calls.kind}.step() ran {calls.calls} "
-                        f"times in the run's {steps} steps, at {calls.site}: once an epoch")
+    # A schedule sized in batches ends near the run's optimizer steps (within a factor of 2: a run cut short, an
+    # epoch's batches rounded), one sized in epochs near its epochs: stepped once an epoch, the first never peaks.
+    end = _schedule_end(calls.scheduler(), peak, steps) if peak is not None else None
+    if end is not None and 1 <= calls.calls < peak and 2 * calls.calls <= steps and steps / 2 <= end <= 2 * steps:
+        evidence.append(f"its own function reaches its peak at its call {peak} and ends at its call {end}, about the "
+                        f"run's {steps} optimizer steps; {calls.kind}.step() ran {calls.calls} times, at {calls.site}: "
+                        "once an epoch")
         return ProbeOutcome(
             FAIL, f"the learning rate never leaves the warm-up: {name} counts its warm-up in batches (it peaks at its "
             f"call {peak}) and is stepped once an epoch ({calls.calls} calls in {steps} steps)", evidence,
@@ -802,6 +806,20 @@ def _unfinished_warmup(facts: Any, warmup: str, steps: int, evidence: list[str])
         + (f"; {name} peaks at step {peak}" if peak is not None else f" ({name})"), evidence,
         f"shorten the warm-up of {name} to a few percent of the run's {steps} steps (or train for longer): every step "
         "so far ran at a small share of the rate set", data={"cause": "learning_rate_too_low"})
+
+
+def _schedule_end(scheduler: Any, peak: int, steps: int) -> int | None:
+    """The first call from its ``peak`` on at which a LambdaLR's function reaches 0 (a linear decay's end, which
+    ``get_linear_schedule_with_warmup`` puts at the training steps it is given), searched as far as its peak; None
+    when it never does."""
+    functions = getattr(scheduler, "lr_lambdas", None)
+    if not functions or not callable(functions[0]):
+        return None
+    try:
+        return next((step for step in range(peak, min(WARMUP_HORIZON, 100 * max(1, steps)))
+                     if float(functions[0](step)) <= 0), None)
+    except Exception:  # the user's function, asked for steps it was never meant to see
+        return None
 
 
 def _schedule_peak(scheduler: Any, steps: int) -> int | None:

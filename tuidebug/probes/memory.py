@@ -47,9 +47,10 @@ OVERSIZED = 1.0
 ONE_EXAMPLE_SHARE = 0.1
 # The same share for an allocation that is n x n per example (n >= SQUARE_LENGTH positions: attention, a
 # correlation volume, pairwise distances), which grows with the square of the resolution or length, not with
-# the batch. Over the corpus's 66 out-of-memory cases (stop 46) the square ones took 0.5% (BERT's 384 x 384
+# the batch. Over the corpus's 66 out-of-memory cases (2026-12-07) the square ones took 0.5% (BERT's 384 x 384
 # attention at batch 32, a batch too large) and 7.5%, 41%, 46% (a 2304 x 2304 correlation volume over a 48 x 48
 # map, self-attention over full-resolution maps: oversized). 2% sits near the geometric middle of 0.5% and 7.5%.
+# Under ONE_EXAMPLE_SHARE a smaller batch could still make it fit: the finding says so, and names the square.
 SQUARE_SHARE = 0.02
 SQUARE_LENGTH = 256  # a length below this squared is an ordinary activation (a 16x16 feature map)
 # Batches this large or larger are told apart from other axes of the same length in a broadcast shape; a
@@ -99,9 +100,11 @@ def allocation(ctx: ProbeContext) -> ProbeOutcome:
                             data={**data, "cause": "oversized_intermediate"})
     oversized = _oversized_for_one_example(ctx, asked, crash)
     if oversized is not None:
-        summary, lines = oversized
+        summary, lines, halving_fits = oversized
         evidence += lines
-        return ProbeOutcome(FAIL, f"one intermediate at {where} {summary}: a smaller batch will not fix it", evidence,
+        batch = ("a smaller batch shrinks it only in step with the batch, not with the square" if halving_fits else
+                 "a smaller batch will not fix it")
+        return ProbeOutcome(FAIL, f"one intermediate at {where} {summary}: {batch}", evidence,
                             f"compute it on a smaller input (downsampled features, a shorter sequence) or in chunks "
                             f"at {where}", data={**data, "cause": "oversized_intermediate"})
     pairs = _all_pairs(asked, crash)
@@ -194,10 +197,12 @@ def _large_call(ctx: ProbeContext, large: tuple, evidence: list[str], data: dict
                         "the sample it was meant to take", data={**data, "cause": "oversized_intermediate"})
 
 
-def _oversized_for_one_example(ctx: ProbeContext, asked: int | None, crash: Any) -> tuple[str, list[str]] | None:
+def _oversized_for_one_example(ctx: ProbeContext, asked: int | None,
+                               crash: Any) -> tuple[str, list[str], bool] | None:
     """The failed allocation divided by the batch still takes ONE_EXAMPLE_SHARE of the memory the step
     had (SQUARE_SHARE where it is n x n per example for a length n of the operands: attention or distances
-    over n positions, named as such): one example's share of one tensor that large is not the batch's doing."""
+    over n positions, named as such): one example's share of one tensor that large is not the batch's doing.
+    (summary, evidence, whether it is under ONE_EXAMPLE_SHARE: a smaller batch might still hold it)."""
     inputs = ctx.run.model_inputs()
     size = batch_size_of(inputs) if inputs is not None else None
     if not asked or not size:
@@ -213,8 +218,8 @@ def _oversized_for_one_example(ctx: ProbeContext, asked: int | None, crash: Any)
     if square is not None:
         lines.append(f"that is {square} x {square} values per example: an intermediate that grows with the square "
                      f"of a length of {square} (attention or pairwise distances over {square} positions)")
-        return f"is {square} x {square} per example ({bytes_text(asked)})", lines
-    return f"needs {bytes_text(per_example)} per example ({bytes_text(asked)} in all)", lines
+        return f"is {square} x {square} per example ({bytes_text(asked)})", lines, per_example < ONE_EXAMPLE_SHARE * free
+    return f"needs {bytes_text(per_example)} per example ({bytes_text(asked)} in all)", lines, False
 
 
 def _square_length(per_example: float, operands: list[str]) -> int | None:

@@ -259,7 +259,7 @@ ELEMENTWISE = {"sub", "add", "mul", "div", "rsub", "__sub__", "__rsub__", "__add
 OPERATORS = {"sub": ast.Sub, "add": ast.Add, "mul": ast.Mult, "div": ast.Div, "truediv": ast.Div}
 CLASS_LOSSES = {"cross_entropy", "nll_loss"}  # losses that read each row of their input as one position's classes
 KEPT_FLATTENED = 32  # the latest squeezes of the iteration, to say which one made the (N,) prediction
-MAX_REGROUPED_DIMS = 6  # a view's source dims searched for another order (6! = 720 orders at most)
+MAX_REGROUPED_DIMS = 6  # a view's source dims searched for another order (the first kept: 5! = 120 at most)
 # The ops of the layers that take (seq, batch, features) unless built with batch_first=True, and those layers.
 # The attention op gets the input as the layer reads it (a batch-first layer has transposed it already);
 # the recurrent ops get the input as given, with batch_first as their argument BATCH_FIRST_ARG.
@@ -530,7 +530,7 @@ class SilentShapes(OpWatch):
             # contiguous copy would: its sizes in another order relabel the data all the same.
             if reordered(before, after):
                 self.relabel = Relabel(name, site, before, after)
-            elif (order := regrouped(before, after)) is not None:
+            elif before[0] == self.batch and (order := regrouped(before, after)) is not None:
                 self.relabel = Relabel(name, site, before, after, order=order)
             return
         stacked = self._stacked.get(id(source))
@@ -552,8 +552,8 @@ class SilentShapes(OpWatch):
             straddle = _straddled(before, after)
             if straddle is not None:
                 self.relabel = Relabel(name, site, before, after, straddle=straddle)
-        if self.relabel is None and (order := regrouped(before, after)) is not None:
-            self.relabel = Relabel(name, site, before, after, order=order)
+        if self.relabel is None and before[0] == batch and (order := regrouped(before, after)) is not None:
+            self.relabel = Relabel(name, site, before, after, order=order)  # a sample's values, regrouped
 
     def _paired(self, name: str, first: torch.Tensor, second: torch.Tensor, result: torch.Tensor, site: Site) -> None:
         if self.pairing is not None or not (first.requires_grad or second.requires_grad):

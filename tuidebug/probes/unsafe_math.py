@@ -17,10 +17,11 @@ from __future__ import annotations
 import math
 import os
 import re
+import weakref
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -44,6 +45,7 @@ TINY = 1e-12
 # sum of up to this many such products overflows): a divergence's symptom, not unsafe math.
 OVERFLOW_MARGIN = 1e8
 EXP_LIMIT = {torch.float16: 10.0, torch.bfloat16: 80.0, torch.float32: 80.0, torch.float64: 700.0}
+SET_ITEMS = ("__setitem__", "index_put_", "index_put")  # a fill where what they write is a number: x[mask] = -inf
 MASKS = ("masked_fill", "masked_fill_", "fill_", "fill", "full", "full_like", "new_full", "where", "index_fill",
          "index_fill_", "masked_scatter", "scatter", "scatter_")
 CATEGORIES = {
@@ -87,8 +89,9 @@ FIXES = {
     "statistics": "a std / var over a single element is NaN (it divides by n - 1 = 0): skip batches of one sample "
                   "(DataLoader(..., drop_last=True)) or use correction=0 (unbiased=False)",
     "infinity": "an infinity meets a 0 or the opposite infinity here (0 * inf and inf - inf are NaN): fill masks "
-                "with a large finite number (-1e9, torch.finfo(x.dtype).min) rather than inf, or keep the masked "
-                "entries out of the arithmetic (torch.where(mask, p * log_p, 0); torch.special.xlogy(p, p) for p * log p)",
+                "with a large finite number (-1e9, torch.finfo(x.dtype).min) rather than inf, or zero the masked "
+                "entries before the product (p * log_p.masked_fill(~mask, 0); a torch.where after it still gives a "
+                "NaN gradient)",
     "other": "keep the argument inside the function's domain (clamp it)",
 }
 NODE_OPS = {"Sqrt": "sqrt", "Rsqrt": "divide", "Pow": "pow", "Acos": "acos", "Asin": "acos", "Log": "log",
@@ -105,7 +108,7 @@ def category(name: str) -> str:
 
 
 OPERATORS = {"__truediv__": "/", "__rtruediv__": "/", "__rdiv__": "/", "__itruediv__": "/=", "__floordiv__": "//",
-             "__pow__": "**", "__rpow__": "**", "__mul__": "*", "__add__": "+", "__sub__": "-"}
+             "__pow__": "**", "__rpow__": "**", "__mul__": "*", "__add__": "+", "__sub__": "-", "__setitem__": "x[...] ="}
 
 
 def display_name(name: str) -> str:
@@ -162,24 +165,30 @@ class ForwardWatch(OpWatch):
         self.first_other: Culprit | None = None
         self.risky: dict[str, str] = {}
         self.filled: str | None = None  # the first mask fill that wrote an infinity: "torch.masked_fill at x.py:52 `...`"
+        self._infinite: dict[int, weakref.ref] = {}  # tensors holding a fill's infinities, or carrying them on
 
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
         operands = args
         args = self.inputs_before(args)  # `x /= x.max()` made its NaN from the x it overwrote
         inputs = [t for t in op_tensors(args) + op_tensors(kwargs.values()) if t.is_floating_point()]
-        outputs = op_tensors([result])
+        writes_infinity = name in SET_ITEMS and any(isinstance(v, float) and math.isinf(v) for v in operands)
+        outputs = op_tensors([result]) or (op_tensors(operands[:1]) if writes_infinity else [])  # x[mask] = -inf: x
         if not outputs:
             return
-        if name in MASKS:
-            if self.filled is None and _finite(inputs) and not _finite(outputs):
-                self.filled = f"{display_name(name)} at {site}"
+        if name in MASKS or writes_infinity:
+            if (writes_infinity or _finite(inputs)) and not _finite(outputs):
+                self.filled = self.filled or f"{display_name(name)} at {site}"
+                self._mark(outputs)
             return
+        if self._infinite and self._carries_fill(op_tensors(operands) + op_tensors(kwargs.values())):
+            self._mark(outputs)  # log_softmax of filled logits is -inf where they were
         # An op given no floating tensor (torch.tensor(v), from_numpy) converts values that already hold
         # the NaN: it is where the data enters torch, not where the NaN is made.
         made_nan = bool(inputs) and _no_nan(inputs) and not _no_nan(outputs)
         made_inf = bool(inputs) and _finite(inputs) and not _finite(outputs)
         if made_nan and self.first is None and self.first_other is None and name in INFINITY_ARITHMETIC:
-            met = _infinity_met(name, operands, kwargs, self.frame, site, self.filled)
+            met = _infinity_met(name, list(args) + list(kwargs.values()), list(operands) + list(kwargs.values()),
+                                self.frame, site, self.filled, self._carries_fill)
             if met is not None:
                 self.first = Culprit(name, site, f"NaN from {met}", given="infinity")
                 return
@@ -201,36 +210,44 @@ class ForwardWatch(OpWatch):
     def done(self) -> bool:
         return self.first is not None and len(self.risky) > 20
 
+    def _mark(self, tensors: list[torch.Tensor]) -> None:
+        for tensor in tensors:
+            if tensor.is_floating_point() and bool(torch.isinf(tensor).any()):
+                self._infinite[id(tensor)] = weakref.ref(tensor)
 
-def _infinity_met(name: str, args: tuple, kwargs: dict, frame: FrameType | None, site: Site,
-                  filled: str | None) -> str | None:
-    """What an arithmetic op that made a NaN was given: an infinity put there on purpose (a number, or a
-    tensor's entries after a mask fill wrote one: not an overflow of a run that diverges) and, for a product,
-    the 0 it met: "0 * -inf: `log_probs` is -inf at 37 of 512 entries, where `probs` is 0; the infinity was
-    written by ..."."""
-    values = list(args) + list(kwargs.values())
-    tensors = [v for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()]
-    infinite = next((t for t in tensors if bool(torch.isinf(t).any())), None)
-    number = next((v for v in values if isinstance(v, float) and math.isinf(v)), None)
+    def _carries_fill(self, tensors: list[torch.Tensor]) -> bool:
+        return any((ref := self._infinite.get(id(t))) is not None and ref() is t for t in tensors)
+
+
+def _infinity_met(name: str, values: list, originals: list, frame: FrameType | None, site: Site, filled: str | None,
+                  carries_fill: Callable[[list[torch.Tensor]], bool]) -> str | None:
+    """What an arithmetic op that made a NaN was given (``values``, as they were before an in-place op; ``originals``,
+    the objects the user's names hold): an infinity put there on purpose, a number or the entries a mask fill wrote
+    (not an overflow of a run that diverges), and, for a product, the 0 it met: "0 * -inf: `log_probs` is -inf at 37
+    of 512 entries, where `probs` is 0; the infinity was written by ..."."""
     product = name in MULTIPLY
+    number = next((v for v in values if isinstance(v, float) and math.isinf(v)), None)
     if number is not None:
         return f"{'0 * ' if product else ''}{number}: the number {number} in `{site.text}`"
-    if infinite is None or filled is None:
+    at = next((i for i, (v, o) in enumerate(zip(values, originals)) if isinstance(v, torch.Tensor)
+               and v.is_floating_point() and bool(torch.isinf(v).any()) and carries_fill([o])), None)
+    if at is None or filled is None:
         return None
-    inf = infinite.detach()
-    signs = inf[torch.isinf(inf)]
+    infinite = values[at].detach()
+    signs = infinite[torch.isinf(infinite)]
     sign = "-inf" if bool((signs < 0).all()) else "inf" if bool((signs > 0).all()) else "±inf"
-    said = f"{_operand_name(infinite, frame)} is {sign} at {int(torch.isinf(inf).sum())} of {inf.numel()} entries"
-    other = next((t for t in tensors if t is not infinite), None)
+    said = (f"{_operand_name(originals[at], frame)} is {sign} at {int(torch.isinf(infinite).sum())} of "
+            f"{infinite.numel()} entries")
+    other = next((i for i, v in enumerate(values) if i != at and isinstance(v, torch.Tensor)), None)
     if product and other is not None:
         try:
-            mask, zeros = torch.broadcast_tensors(torch.isinf(inf), other.detach() == 0)
+            mask, zeros = torch.broadcast_tensors(torch.isinf(infinite), values[other].detach() == 0)
         except RuntimeError:  # shapes that do not broadcast (a matmul's): no entry-by-entry pairing
             mask = zeros = torch.zeros((), dtype=torch.bool)
         if bool((mask & zeros).any()):
-            said = f"0 * {sign}: {said}, where {_operand_name(other, frame)} is 0"
+            said = f"0 * {sign}: {said}, where {_operand_name(originals[other], frame)} is 0"
     elif not product:
-        said = f"{sign} - {sign} or 0 * {sign}: {said}"
+        said = f"an infinity met by its opposite or by 0 inside the op: {said}"
     return f"{said}; the infinity was written by {filled}"
 
 
@@ -443,7 +460,8 @@ class SafeOp(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         name = op_name(func)
-        if self.kind == "infinity" and name in INFINITY_ARITHMETIC and _given_infinity(args, kwargs):
+        if self.kind == "infinity" and name in INFINITY_ARITHMETIC and not _in_place(name) and \
+                _given_infinity(args, kwargs):
             result = func(*args, **kwargs)  # made safe only where it turned the infinity into a NaN
             site = caller_site()
             if _no_nan(op_tensors([result])) or site is None or site.path != self.path or not self._covers(site.line):
@@ -495,7 +513,9 @@ def _safe(kind: str, name: str, func: Any, args: tuple, kwargs: dict) -> Any:
     elif kind == "logdet" and isinstance(args[0], torch.Tensor):
         return torch.linalg.slogdet(args[0])[1]
     elif kind == "infinity":  # an infinity becomes the dtype's largest number: 0 * it is 0, it minus itself 0
-        return func(*[_finite_version(a) for a in args], **{k: _finite_version(v) for k, v in kwargs.items()})
+        dtype = next((t.dtype for t in op_tensors(args) if t.is_floating_point()), torch.get_default_dtype())
+        return func(*[_finite_version(a, dtype) for a in args],
+                    **{k: _finite_version(v, dtype) for k, v in kwargs.items()})
     elif kind == "statistics" and name in ("std", "var") and isinstance(args[0], torch.Tensor):
         # The spread of one sample is 0, not 0/0; with an eps under the root, its gradient is finite too.
         variance = args[0].var(dim=_reduced_dim(args, kwargs), correction=0, keepdim=kwargs.get("keepdim", False))
@@ -503,16 +523,25 @@ def _safe(kind: str, name: str, func: Any, args: tuple, kwargs: dict) -> Any:
     return func(*args, **kwargs)
 
 
+def _in_place(name: str) -> bool:
+    """``x.mul_(y)``, ``x *= y``: run once already, a second run on safe copies would not change ``x``."""
+    return (name.endswith("_") and not name.endswith("__")) or name.startswith("__i")
+
+
 def _given_infinity(args: tuple, kwargs: dict) -> bool:
     values = list(args) + list(kwargs.values())
-    return not _finite(op_tensors(values)) or any(isinstance(v, float) and math.isinf(v) for v in values)
+    return any(isinstance(v, float) and math.isinf(v) or isinstance(v, torch.Tensor) and v.is_floating_point()
+               and bool(torch.isinf(v).any()) for v in values)
 
 
-def _finite_version(value: Any) -> Any:
+def _finite_version(value: Any, dtype: torch.dtype) -> Any:
+    """An infinity becomes the largest number of its tensor's dtype (of ``dtype`` for a number); a NaN from
+    elsewhere stays a NaN."""
     if isinstance(value, torch.Tensor) and value.is_floating_point():
-        return torch.nan_to_num(value)
+        largest = torch.finfo(value.dtype).max
+        return value.clamp(-largest, largest)
     if isinstance(value, float) and math.isinf(value):
-        return math.copysign(torch.finfo(torch.get_default_dtype()).max, value)
+        return math.copysign(torch.finfo(dtype).max, value)
     return value
 
 
@@ -635,10 +664,13 @@ def _trials(ctx: ProbeContext, culprit: Culprit) -> ReplayedFix | None:
         fixed = run_trial(ctx, start, Adjust(mode=lambda: safe))
     except (NeedsLoop, LoopGone, NoPipeline):
         return None
-    made = "the infinities it meets made finite" if culprit.kind == "infinity" else f"{culprit.kind} made safe"
     return ReplayedFix([f"replay from {start.label} as written: {as_written.describe()}",
-                        f"... with {made} at {culprit.site.short}{safe.also()}: {fixed.describe()}"],
+                        f"... with {_made_safe(culprit)} at {culprit.site.short}{safe.also()}: {fixed.describe()}"],
                        as_written.blew_up and fixed.holds, fixed.final if fixed.holds else None, fixed.learns)
+
+
+def _made_safe(culprit: Culprit) -> str:
+    return "the infinities it meets made finite" if culprit.kind == "infinity" else f"{culprit.kind} made safe"
 
 
 def _warned(ctx: ProbeContext) -> tuple[Culprit | None, list[str]]:
@@ -686,8 +718,8 @@ class OnFailingValues:
         try:
             fixed = loss.compute(safe)
         except Exception as exc:
-            return cls(watch.first, evidence + [f"... with {watch.first.kind} made safe: raised {type(exc).__name__}"])
-        evidence.append(f"... with {watch.first.kind} made safe at {watch.first.site.short}: {_value(fixed)}")
+            return cls(watch.first, evidence + [f"... with {_made_safe(watch.first)}: raised {type(exc).__name__}"])
+        evidence.append(f"... with {_made_safe(watch.first)} at {watch.first.site.short}: {_value(fixed)}")
         confirmed = not _finite(op_tensors([value])) and bool(safe.applied) and _finite(op_tensors([fixed]))
         if confirmed and watch.first.from_data:
             evidence.append(f"... the operand of {display_name(watch.first.op)} depends on no weight: the data put it "
