@@ -884,7 +884,7 @@ def _modified_in_place(crash: Crash, match: re.Match, frames: list[FrameType], s
     times = version - saved
     changed = (f"changed in place {'once' if times == 1 else f'{times} times'} after the forward that saved it for "
                "this backward")
-    weights = _stepped_weights(scopes, shape, version) if made_by is None or WEIGHT_VIEWS.match(made_by) else []
+    weights = _held_weights(scopes, shape, version) if made_by is None or WEIGHT_VIEWS.match(made_by) else []
     exact = [w for w in weights if tuple(w[2].shape) == shape] or [w for w in weights if tuple(w[2].shape) == shape[::-1]]
     if exact:
         label, module, weight, stepper = exact[0]
@@ -910,8 +910,8 @@ def _modified_in_place(crash: Crash, match: re.Match, frames: list[FrameType], s
                  "inplace=False), or run once under torch.autograd.set_detect_anomaly(True) to see the op")
 
 
-def _stepped_weights(scopes: list[tuple[str, Any]], shape: tuple[int, ...],
-                     version: int) -> list[tuple[str, str, torch.Tensor, str]]:
+def _held_weights(scopes: list[tuple[str, Any]], shape: tuple[int, ...],
+                  version: int) -> list[tuple[str, str, torch.Tensor, str]]:
     """(``model.layer.weight``, ``model``, the weight, the optimizer's name) of the weights of the frames' modules
     with ``shape``'s element count (a view of a weight shares its version counter) at ``version`` that an optimizer
     of the frames holds: its step() updates them in place."""

@@ -808,16 +808,26 @@ def _unfinished_warmup(facts: Any, warmup: str, steps: int, evidence: list[str])
         "so far ran at a small share of the rate set", data={"cause": "learning_rate_too_low"})
 
 
+def _schedule_function(scheduler: Any) -> Callable[[int], Any] | None:
+    """The function a LambdaLR / MultiplicativeLR applies to the first param group (its factor at a step), else None."""
+    functions = getattr(scheduler, "lr_lambdas", None)
+    return functions[0] if functions and callable(functions[0]) else None
+
+
+def _schedule_horizon(steps: int) -> int:
+    """How far a schedule's function is searched: a hundred times the run's length, at most WARMUP_HORIZON."""
+    return min(WARMUP_HORIZON, 100 * max(1, steps))
+
+
 def _schedule_end(scheduler: Any, peak: int, steps: int) -> int | None:
     """The first call from its ``peak`` on at which a LambdaLR's function reaches 0 (a linear decay's end, which
-    ``get_linear_schedule_with_warmup`` puts at the training steps it is given), searched as far as its peak; None
-    when it never does."""
-    functions = getattr(scheduler, "lr_lambdas", None)
-    if not functions or not callable(functions[0]):
+    ``get_linear_schedule_with_warmup`` puts at the training steps it is given), searched as far as the peak is;
+    None when it never does."""
+    function = _schedule_function(scheduler)
+    if function is None:
         return None
     try:
-        return next((step for step in range(peak, min(WARMUP_HORIZON, 100 * max(1, steps)))
-                     if float(functions[0](step)) <= 0), None)
+        return next((step for step in range(peak, _schedule_horizon(steps)) if float(function(step)) <= 0), None)
     except Exception:  # the user's function, asked for steps it was never meant to see
         return None
 
@@ -825,12 +835,11 @@ def _schedule_end(scheduler: Any, peak: int, steps: int) -> int | None:
 def _schedule_peak(scheduler: Any, steps: int) -> int | None:
     """The first step at which a LambdaLR's function reaches its largest value, searched to a hundred times the
     run's length (or WARMUP_HORIZON); None for other schedules, or a function that raises."""
-    functions = getattr(scheduler, "lr_lambdas", None)
-    if not functions or not callable(functions[0]):
+    function = _schedule_function(scheduler)
+    if function is None:
         return None
-    horizon = min(WARMUP_HORIZON, 100 * max(1, steps))
     try:  # max gives the first step of the largest value
-        return max(range(horizon), key=lambda step: float(functions[0](step)))
+        return max(range(_schedule_horizon(steps)), key=lambda step: float(function(step)))
     except Exception:  # the user's function, asked for steps it was never meant to see
         return None
 
@@ -1036,8 +1045,8 @@ def _schedule_line(ctx: ProbeContext, evidence: list[str]) -> Site | None:
     function's line)."""
     for calls in ctx.run.facts.schedulers.values():
         scheduler = calls.live()
-        lambdas = getattr(scheduler, "lr_lambdas", None)
-        if not lambdas or not callable(lambdas[0]):
+        function = _schedule_function(scheduler)
+        if function is None:
             continue
         returns: list[Site] = []
 
@@ -1049,7 +1058,7 @@ def _schedule_line(ctx: ProbeContext, evidence: list[str]) -> Site | None:
         previous = sys.gettrace()
         sys.settrace(tracer)
         try:
-            factor = lambdas[0](scheduler.last_epoch)
+            factor = function(scheduler.last_epoch)
         except Exception:  # the user's lambda: it may need more than an int
             continue
         finally:
@@ -1100,11 +1109,11 @@ def _schedule_factor(ctx: ProbeContext, evidence: list[str]) -> tuple[Any, str, 
 def rate_not_factor(scheduler: Any) -> list[float] | None:
     """The factors a LambdaLR / MultiplicativeLR's lambda gives over FACTOR_HORIZON when none comes near
     1 (it returns a rate, not a factor); None for any other scheduler or lambda."""
-    lambdas = getattr(scheduler, "lr_lambdas", None)
-    if type(scheduler).__name__ not in ("LambdaLR", "MultiplicativeLR") or not lambdas or not callable(lambdas[0]):
+    function = _schedule_function(scheduler)
+    if type(scheduler).__name__ not in ("LambdaLR", "MultiplicativeLR") or function is None:
         return None
     try:
-        values = [float(lambdas[0](step)) for step in FACTOR_HORIZON]
+        values = [float(function(step)) for step in FACTOR_HORIZON]
     except Exception:  # the user's lambda: it may need more than an int
         return None
     return values if max(abs(v) for v in values) <= FACTOR_NEVER_NEAR_ONE else None

@@ -171,7 +171,7 @@ class ForwardWatch(OpWatch):
         operands = args
         args = self.inputs_before(args)  # `x /= x.max()` made its NaN from the x it overwrote
         inputs = [t for t in op_tensors(args) + op_tensors(kwargs.values()) if t.is_floating_point()]
-        writes_infinity = name in SET_ITEMS and any(isinstance(v, float) and math.isinf(v) for v in operands)
+        writes_infinity = name in SET_ITEMS and any(_infinite_number(v) for v in operands)
         outputs = op_tensors([result]) or (op_tensors(operands[:1]) if writes_infinity else [])  # x[mask] = -inf: x
         if not outputs:
             return
@@ -226,7 +226,7 @@ def _infinity_met(name: str, values: list, originals: list, frame: FrameType | N
     (not an overflow of a run that diverges), and, for a product, the 0 it met: "0 * -inf: `log_probs` is -inf at 37
     of 512 entries, where `probs` is 0; the infinity was written by ..."."""
     product = name in MULTIPLY
-    number = next((v for v in values if isinstance(v, float) and math.isinf(v)), None)
+    number = next((v for v in values if _infinite_number(v)), None)
     if number is not None:
         return f"{'0 * ' if product else ''}{number}: the number {number} in `{site.text}`"
     at = next((i for i, (v, o) in enumerate(zip(values, originals)) if isinstance(v, torch.Tensor)
@@ -528,9 +528,13 @@ def _in_place(name: str) -> bool:
     return (name.endswith("_") and not name.endswith("__")) or name.startswith("__i")
 
 
+def _infinite_number(value: Any) -> bool:
+    return isinstance(value, float) and math.isinf(value)
+
+
 def _given_infinity(args: tuple, kwargs: dict) -> bool:
     values = list(args) + list(kwargs.values())
-    return any(isinstance(v, float) and math.isinf(v) or isinstance(v, torch.Tensor) and v.is_floating_point()
+    return any(_infinite_number(v) or isinstance(v, torch.Tensor) and v.is_floating_point()
                and bool(torch.isinf(v).any()) for v in values)
 
 
@@ -540,7 +544,7 @@ def _finite_version(value: Any, dtype: torch.dtype) -> Any:
     if isinstance(value, torch.Tensor) and value.is_floating_point():
         largest = torch.finfo(value.dtype).max
         return value.clamp(-largest, largest)
-    if isinstance(value, float) and math.isinf(value):
+    if _infinite_number(value):
         return math.copysign(torch.finfo(dtype).max, value)
     return value
 
