@@ -380,6 +380,27 @@ def test_a_shape_error_on_an_evaluation_line_after_training_is_a_crash_of_that_l
     assert analyse(collate.value, None, None, 16, {}, evaluated_after=20).kind == "shape"
 
 
+def test_a_backward_without_a_graph_in_an_evaluation_after_training_is_a_crash_named_with_its_entry(start_run) -> None:
+    """A loss helper that always calls backward, run by the evaluation under torch.no_grad after 12 training steps
+    (the model left in training mode): a crash of the evaluation, named with the line that entered it, not a model
+    cut off from its loss. The same backward without training steps stays the learning branch's."""
+    from tuidebug.agent.crash import analyse
+
+    run, session = start_run(SCRIPTS / "backward_in_evaluation.py")
+    wait_for(lambda: any(e.kind == "crash" for e in session.events), 60, "the crash analysis")
+    crash = next(e for e in session.events if e.kind == "crash")
+    assert crash.message == "other exception"
+    finding = next(line for line in crash.details if line.startswith("finding:"))
+    assert "after 12 training steps, in an evaluation" in finding
+    assert "entered from backward_in_evaluation.py:23 `print(\"validation loss\", compute_loss(model, x, y))`" in finding
+    assert any(line.startswith("fix: call backward only where the step trains: guard backward_in_evaluation.py:10") and
+               "torch.is_grad_enabled()" in line for line in crash.details)
+
+    with pytest.raises(RuntimeError) as raised:
+        torch.zeros(1).sum().backward()
+    assert analyse(raised.value, None, None, 1, {}).kind == "no_graph"
+
+
 def test_a_weight_an_optimizer_stepped_between_a_forward_and_its_backward_is_named_with_that_step() -> None:
     """A GAN's generator loss built on the discriminator's output, then the discriminator stepped, then the
     generator's backward: autograd's version check fails on a discriminator weight, which names the step."""

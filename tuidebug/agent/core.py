@@ -922,8 +922,10 @@ class Agent:
             self.facts.backward_site = str(site) if site else "?"
             if site is not None:  # the loop's file, also where no model is called (weights as plain tensors)
                 self.facts.source_files.add(site.path)
-        if not tensor.requires_grad and self.facts.backward_without_graph is None:
-            self.facts.backward_without_graph = user_site_text()
+        if not tensor.requires_grad:
+            self.facts.graphless_backward_grad_off = not torch.is_grad_enabled()
+            if self.facts.backward_without_graph is None:
+                self.facts.backward_without_graph = user_site_text()
         if self._backward_since_step == 0:
             self._check_stale_grads()
             if self._last_step_end is not None:
