@@ -48,6 +48,10 @@ LR_COLLAPSE = 1e-3
 # Three factor-0.1 decays (ReduceLROnPlateau's default) are exactly LR_COLLAPSE in decimal, a hair above it
 # in binary floating point: the comparison allows for that rounding.
 ROUNDING = 1 + 1e-9
+# A rate below LR_COLLAPSE of its peak for fewer steps than it took to get there (and under ANNEALED_STEPS)
+# ended its run there: an annealing schedule sized to the run (a cosine to 0 over the planned steps), not
+# a decay that left the run training at nothing. The agent's own collapse finding reads it the same way.
+ANNEALED_STEPS = 20
 TINY_UPDATE = 1e-6
 # Healthy steps move the weights by about 1e-3 of their size; below SMALL_UPDATE (a decade under the low
 # end of that) the rate is a suspect, and the raised-rate trials decide whether it is the cause.
@@ -875,8 +879,18 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
             f" and falls below {LR_COLLAPSE:g} of its start by step {at}", evidence,
             f"step {calls.kind} once per epoch, not every batch: move scheduler.step() ({calls.site}) out of the batch "
             "loop", data={"cause": "lr_schedule_decay", "collapsed_at": at})
+    peak_scale = 1.0  # the replays' rates over the optimizer's: its peak's where the schedule annealed with the run
+    collapsed = next((s for s, lr in curve if lr < LR_COLLAPSE * ROUNDING * first), None) if first > 0 else None
+    if collapsed is not None and steps - collapsed < (ANNEALED_STEPS if last == 0 else max(collapsed, ANNEALED_STEPS)):
+        current = _current_rate(ctx)
+        if not current:
+            return ProbeOutcome(INCONCLUSIVE, f"the schedule anneals the rate to {last:.3g} with the run's end (below "
+                                f"{LR_COLLAPSE:g} of its peak {first:.3g} from step {collapsed} of {steps}), and the "
+                                "optimizer's rate is 0 now: the peak cannot be replayed", evidence)
+        evidence.append(f"the schedule anneals the rate to {last:.3g} with the run's end (below {LR_COLLAPSE:g} of its peak "
+                        f"from step {collapsed} of {steps}): the rate is judged at its peak, {first:.3g}")
+        peak_scale, last = first / current, first
     if first > 0 and last < LR_COLLAPSE * ROUNDING * first:
-        collapsed = next(s for s, lr in curve if lr < LR_COLLAPSE * ROUNDING * first)
         per_step = [c for c in facts.schedulers.values() if c.calls >= 0.5 * steps]
         evidence.append(f"the rate fell below {LR_COLLAPSE:g} of its start at step {collapsed}")
         zeroed = next((c for c in facts.schedulers.values() if c.gamma() == 0), None)
@@ -909,7 +923,7 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
             data={"cause": "lr_schedule_decay", "collapsed_at": collapsed})
     trainer = ctx.trainer
     trainer.reset(ctx.break_state)
-    measured = trainer.step(trainer.prepare(), Adjust(measure_update=True))
+    measured = trainer.step(trainer.prepare(), Adjust(lr_scale=peak_scale, measure_update=True))
     ratio = measured.update_ratio
     if measured.grad_norm == 0:
         return ProbeOutcome(PASS, "the gradients are all zero: no learning rate would move the weights (not the "
@@ -925,12 +939,12 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
     found = _schedule_factor(ctx, evidence)
     if found is not None:
         return _rate_not_factor(ctx, evidence, last, *found)
-    as_written = _trial(ctx, Adjust())
-    evidence.append(f"replay as written: {_curve(as_written)}")
+    as_written = _trial(ctx, Adjust(lr_scale=peak_scale))
+    evidence.append(f"replay as written{' at the peak rate' if peak_scale != 1 else ''}: {_curve(as_written)}")
     for factor in RATE_FACTORS:
         if last == 0:
             break
-        raised = _trial(ctx, Adjust(lr_scale=factor))
+        raised = _trial(ctx, Adjust(lr_scale=peak_scale * factor))
         evidence.append(f"... at lr x{factor:g} ({last * factor:.3g}): {_curve(raised)}")
         if _learns(raised) and _beats(raised, as_written):
             held = _held_below_built(ctx, last, curve[-1][0], factor, evidence)
@@ -1006,6 +1020,13 @@ def _hand_rate_origin(ctx: ProbeContext, update: Site) -> tuple[list[str], tuple
             lines.append(f"--{value.split('.')[-1]} defaults to {default} at {default_site}")
             option = option or (value.split(".")[-1], default, default_site)
     return lines, option
+
+
+def _current_rate(ctx: ProbeContext) -> float:
+    """The first optimizer's rate now (its first group's), 0 where none is known."""
+    optimizer = ctx.run.optimizers[0] if ctx.run.optimizers else None
+    rate = optimizer.param_groups[0].get("lr") if optimizer is not None else None
+    return float(rate) if isinstance(rate, (int, float, torch.Tensor)) else 0.0
 
 
 def _held_below_built(ctx: ProbeContext, last: float, step: int, factor: float,
