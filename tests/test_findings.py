@@ -668,16 +668,17 @@ def test_plain_tensors_updated_by_hand_count_as_steps(start_run) -> None:
 
 @pytest.mark.parametrize("args, built", [((), True), (("fixed",), False)])
 def test_a_layer_built_inside_forward_at_every_call_is_a_finding_with_its_line(start_run, args, built) -> None:
-    """A Conv1d built in forward gets new weights at every call; a ReLU built there has none, and a head
-    built lazily once and kept in the model is a part of it: only the conv is named."""
+    """A Conv1d built in forward gets new weights at every call; a ReLU built there has none, a head built
+    lazily once and kept in the model is a part of it, and a slice of its own ModuleList holds its own
+    layers: only the conv is named."""
     _, session = start_run(SCRIPTS / "layer_built_in_forward.py", *args)
     wait_for(lambda: session.state == "ended", 60, "the script to end")
     found = [e.message for e in session.events if e.kind == "finding" and e.message.startswith("layers_in_forward")]
 
     assert bool(found) == built, found
     if built:
-        assert found[0].startswith("layers_in_forward: `Conv1d` is built inside forward at layer_built_in_forward.py:21 ")
-        assert "ReLU" not in found[0] and "Linear" not in found[0]
+        assert found[0].startswith("layers_in_forward: `Conv1d` is built inside forward at layer_built_in_forward.py:23 ")
+        assert "ReLU" not in found[0] and "Linear" not in found[0] and "ModuleList" not in found[0]
 
 
 def fit_keypoints(output: torch.Tensor, key_pts: torch.Tensor, seen: list) -> torch.Tensor:

@@ -548,8 +548,10 @@ class Agent:
         made, self._made_in_forward = self._made_in_forward, []
         model = self.observed.model
         parts = {id(m) for m in model.modules()} if model is not None else set()
+        own = {id(p) for p in model.parameters()} if model is not None else set()
         for module, site in made:
-            if id(module) not in parts and any(p.requires_grad for p in module.parameters()):
+            # a container over the model's own layers (``self.layers[:-1]`` makes a new ModuleList) has no new weights
+            if id(module) not in parts and any(p.requires_grad and id(p) not in own for p in module.parameters()):
                 self.facts.observe_made_in_forward(module, site, self.step + 1)
 
     def on_model_output(self, output: Any) -> None:
