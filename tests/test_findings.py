@@ -1713,9 +1713,10 @@ def test_a_schedule_that_gives_zero_at_every_step_is_named_with_the_line_that_si
 @pytest.mark.parametrize("peak, cause", [("1e-2", None), ("1e-7", "learning_rate_too_low")])
 def test_a_schedule_that_anneals_with_the_runs_end_is_judged_at_its_peak_not_as_a_decay(start_run, peak, cause) -> None:
     """A cosine sized to the run ends below 1e-3 of its peak at the last step, by design: no decay to nothing.
-    Its rate is judged at the peak: a good one passes, one far too low is named (the replays run at the peak)."""
-    run, session = start_run(SCRIPTS / "cosine_to_the_end.py", peak, break_at=60)
-    wait_for(lambda: session.state == "paused", 60, "the break at step 60")
+    Its rate is judged at the peak once the script has ended: a good one passes, one far too low is named (the
+    replays run at the peak)."""
+    run, session = start_run(SCRIPTS / "cosine_to_the_end.py", peak)
+    wait_for(lambda: session.state == "ended", 60, "the script to end")
     run.command("probe", name="learning.rate", params={})
     wait_for(lambda: "learning.rate" in session.probe_results, 120, "the rate check's result")
     result = session.probe_results["learning.rate"]

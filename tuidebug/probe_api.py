@@ -57,7 +57,9 @@ class Adjust:
     ``before_forward`` is handed the model being trained just before the forward (to hook its
     modules, or to change a weight for a trial); ``before_backward`` is handed the loss just before
     it goes backward (to hook its graph);
-    ``freeze_schedule`` keeps the LR schedulers where they are (the script's loop steps them).
+    ``freeze_schedule`` keeps the LR schedulers where they are (the script's loop steps them);
+    ``from_base_rates`` starts every group's rate from its scheduler's base (``initial_lr``) instead of its
+    current one, before ``lr_scale`` (a schedule that annealed to 0 with the run's end, replayed at its peak).
     """
 
     lr_scale: float = 1.0
@@ -69,10 +71,11 @@ class Adjust:
     before_forward: Callable[[torch.nn.Module], None] | None = None
     before_backward: Callable[[torch.Tensor], None] | None = None
     freeze_schedule: bool = False
+    from_base_rates: bool = False
 
     def key(self) -> tuple:
         """What makes two trials the same (a mode by identity: the same class or the same object)."""
-        return (self.lr_scale, self.clip, self.zero_grad, self.train_mode, self.freeze_schedule,
+        return (self.lr_scale, self.clip, self.zero_grad, self.train_mode, self.freeze_schedule, self.from_base_rates,
                 id(self.mode) if self.mode else None, id(self.before_forward) if self.before_forward else None)
 
 

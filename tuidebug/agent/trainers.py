@@ -55,6 +55,9 @@ class StepAdjuster:
             self.result.grad_norm = float(norm)
             self.result.grads_finite = bool(torch.isfinite(norm))
         self._rates = [group["lr"] for group in self.optimizer.param_groups]
+        if self.adjust.from_base_rates:
+            for group in self.optimizer.param_groups:
+                group["lr"] = group.get("initial_lr", group["lr"])
         if self.adjust.lr_scale != 1.0:
             for group in self.optimizer.param_groups:
                 group["lr"] = group["lr"] * self.adjust.lr_scale

@@ -49,8 +49,9 @@ LR_COLLAPSE = 1e-3
 # in binary floating point: the comparison allows for that rounding.
 ROUNDING = 1 + 1e-9
 # A rate below LR_COLLAPSE of its peak for fewer steps than it took to get there (and under ANNEALED_STEPS)
-# ended its run there: an annealing schedule sized to the run (a cosine to 0 over the planned steps), not
-# a decay that left the run training at nothing. The agent's own collapse finding reads it the same way.
+# when the script ended ended its run there: an annealing schedule sized to the run (a cosine to 0 over the
+# planned steps), not a decay that left the run training at nothing. The agent's own collapse finding reads it
+# the same way. A run still going (diagnose's window cut it) may train on at nothing: not judged so.
 ANNEALED_STEPS = 20
 TINY_UPDATE = 1e-6
 # Healthy steps move the weights by about 1e-3 of their size; below SMALL_UPDATE (a decade under the low
@@ -879,17 +880,18 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
             f" and falls below {LR_COLLAPSE:g} of its start by step {at}", evidence,
             f"step {calls.kind} once per epoch, not every batch: move scheduler.step() ({calls.site}) out of the batch "
             "loop", data={"cause": "lr_schedule_decay", "collapsed_at": at})
-    peak_scale = 1.0  # the replays' rates over the optimizer's: its peak's where the schedule annealed with the run
+    at_peak: dict[str, Any] = {}  # the replays' rates: the schedule's peak where it annealed with the run's end
     collapsed = next((s for s, lr in curve if lr < LR_COLLAPSE * ROUNDING * first), None) if first > 0 else None
-    if collapsed is not None and steps - collapsed < (ANNEALED_STEPS if last == 0 else max(collapsed, ANNEALED_STEPS)):
-        current = _current_rate(ctx)
-        if not current:
+    if collapsed is not None and facts.script_ended and \
+            steps - collapsed < (ANNEALED_STEPS if last == 0 else max(collapsed, ANNEALED_STEPS)):
+        base = _base_rate(ctx)
+        if not base:
             return ProbeOutcome(INCONCLUSIVE, f"the schedule anneals the rate to {last:.3g} with the run's end (below "
-                                f"{LR_COLLAPSE:g} of its peak {first:.3g} from step {collapsed} of {steps}), and the "
-                                "optimizer's rate is 0 now: the peak cannot be replayed", evidence)
+                                f"{LR_COLLAPSE:g} of its peak {first:.3g} from step {collapsed} of {steps}), and no "
+                                "scheduler's base rate is known: the peak cannot be replayed", evidence)
         evidence.append(f"the schedule anneals the rate to {last:.3g} with the run's end (below {LR_COLLAPSE:g} of its peak "
                         f"from step {collapsed} of {steps}): the rate is judged at its peak, {first:.3g}")
-        peak_scale, last = first / current, first
+        at_peak, last = {"from_base_rates": True, "lr_scale": first / base}, first
     if first > 0 and last < LR_COLLAPSE * ROUNDING * first:
         per_step = [c for c in facts.schedulers.values() if c.calls >= 0.5 * steps]
         evidence.append(f"the rate fell below {LR_COLLAPSE:g} of its start at step {collapsed}")
@@ -923,7 +925,7 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
             data={"cause": "lr_schedule_decay", "collapsed_at": collapsed})
     trainer = ctx.trainer
     trainer.reset(ctx.break_state)
-    measured = trainer.step(trainer.prepare(), Adjust(lr_scale=peak_scale, measure_update=True))
+    measured = trainer.step(trainer.prepare(), Adjust(**at_peak, measure_update=True))
     ratio = measured.update_ratio
     if measured.grad_norm == 0:
         return ProbeOutcome(PASS, "the gradients are all zero: no learning rate would move the weights (not the "
@@ -939,12 +941,12 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
     found = _schedule_factor(ctx, evidence)
     if found is not None:
         return _rate_not_factor(ctx, evidence, last, *found)
-    as_written = _trial(ctx, Adjust(lr_scale=peak_scale))
-    evidence.append(f"replay as written{' at the peak rate' if peak_scale != 1 else ''}: {_curve(as_written)}")
+    as_written = _trial(ctx, Adjust(**at_peak))
+    evidence.append(f"replay as written{' at the peak rate' if at_peak else ''}: {_curve(as_written)}")
     for factor in RATE_FACTORS:
         if last == 0:
             break
-        raised = _trial(ctx, Adjust(lr_scale=peak_scale * factor))
+        raised = _trial(ctx, Adjust(**{**at_peak, "lr_scale": at_peak.get("lr_scale", 1.0) * factor}))
         evidence.append(f"... at lr x{factor:g} ({last * factor:.3g}): {_curve(raised)}")
         if _learns(raised) and _beats(raised, as_written):
             held = _held_below_built(ctx, last, curve[-1][0], factor, evidence)
@@ -1022,10 +1024,10 @@ def _hand_rate_origin(ctx: ProbeContext, update: Site) -> tuple[list[str], tuple
     return lines, option
 
 
-def _current_rate(ctx: ProbeContext) -> float:
-    """The first optimizer's rate now (its first group's), 0 where none is known."""
+def _base_rate(ctx: ProbeContext) -> float:
+    """The first optimizer's first group's base rate (``initial_lr``, which a scheduler sets), 0 where none is."""
     optimizer = ctx.run.optimizers[0] if ctx.run.optimizers else None
-    rate = optimizer.param_groups[0].get("lr") if optimizer is not None else None
+    rate = optimizer.param_groups[0].get("initial_lr") if optimizer is not None else None
     return float(rate) if isinstance(rate, (int, float, torch.Tensor)) else 0.0
 
 
