@@ -1710,18 +1710,20 @@ def test_a_schedule_that_gives_zero_at_every_step_is_named_with_the_line_that_si
     assert result.fix.startswith("check the steps the schedule is sized with at schedule_sized_minus_one.py:20")
 
 
-@pytest.mark.parametrize("peak, cause", [("1e-2", None), ("1e-7", "learning_rate_too_low")])
-def test_a_schedule_that_anneals_with_the_runs_end_is_judged_at_its_peak_not_as_a_decay(start_run, peak, cause) -> None:
+@pytest.mark.parametrize("args, cause", [(("1e-2",), None), (("1e-7",), "learning_rate_too_low"),
+                                         (("1e-2", "exponential"), "lr_schedule_decay")])
+def test_a_schedule_that_anneals_with_the_runs_end_is_judged_at_its_peak_not_as_a_decay(start_run, args, cause) -> None:
     """A cosine sized to the run ends below 1e-3 of its peak at the last step, by design: no decay to nothing.
     Its rate is judged at the peak once the script has ended: a good one passes, one far too low is named (the
-    replays run at the peak)."""
-    run, session = start_run(SCRIPTS / "cosine_to_the_end.py", peak)
+    replays run at the peak). A per-batch ExponentialLR that collapses half-way is still a decay to nothing."""
+    run, session = start_run(SCRIPTS / "cosine_to_the_end.py", *args)
     wait_for(lambda: session.state == "ended", 60, "the script to end")
     run.command("probe", name="learning.rate", params={})
     wait_for(lambda: "learning.rate" in session.probe_results, 120, "the rate check's result")
     result = session.probe_results["learning.rate"]
 
-    assert any("anneals the rate" in line and "judged at its peak" in line for line in result.evidence), (result.summary, result.evidence)
+    annealed = any("anneals the rate" in line and "judged at its peak" in line for line in result.evidence)
+    assert annealed == (cause != "lr_schedule_decay"), (result.summary, result.evidence)
     assert result.data.get("cause") == cause
     assert result.status == ("pass" if cause is None else "fail")
 

@@ -48,11 +48,13 @@ LR_COLLAPSE = 1e-3
 # Three factor-0.1 decays (ReduceLROnPlateau's default) are exactly LR_COLLAPSE in decimal, a hair above it
 # in binary floating point: the comparison allows for that rounding.
 ROUNDING = 1 + 1e-9
-# A rate below LR_COLLAPSE of its peak for fewer steps than it took to get there (and under ANNEALED_STEPS)
-# when the script ended ended its run there: an annealing schedule sized to the run (a cosine to 0 over the
-# planned steps), not a decay that left the run training at nothing. The agent's own collapse finding reads it
-# the same way. A run still going (diagnose's window cut it) may train on at nothing: not judged so.
-ANNEALED_STEPS = 20
+# A rate that falls below LR_COLLAPSE of its peak only in the last ANNEALED_SHARE of a run that ended
+# ended the run there: an annealing schedule sized to the run, not a decay that left it training at nothing.
+# A cosine sized to the run is below 1e-3 of its peak in its last 1.4% of steps, a linear decay to 0 in its
+# last 0.1%; 5% leaves room for one sized a little shorter than the run. An ExponentialLR or a StepLR stepped
+# every batch collapses early and stays (the corpus's per-batch schedules: half-way or sooner). A run still
+# going (diagnose's window cut it) may train on at nothing: not judged so.
+ANNEALED_SHARE = 0.05
 TINY_UPDATE = 1e-6
 # Healthy steps move the weights by about 1e-3 of their size; below SMALL_UPDATE (a decade under the low
 # end of that) the rate is a suspect, and the raised-rate trials decide whether it is the cause.
@@ -882,8 +884,7 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
             "loop", data={"cause": "lr_schedule_decay", "collapsed_at": at})
     at_peak: dict[str, Any] = {}  # the replays' rates: the schedule's peak where it annealed with the run's end
     collapsed = next((s for s, lr in curve if lr < LR_COLLAPSE * ROUNDING * first), None) if first > 0 else None
-    if collapsed is not None and facts.script_ended and \
-            steps - collapsed < (ANNEALED_STEPS if last == 0 else max(collapsed, ANNEALED_STEPS)):
+    if collapsed is not None and facts.script_ended and steps - collapsed <= ANNEALED_SHARE * steps:
         base = _base_rate(ctx)
         if not base:
             return ProbeOutcome(INCONCLUSIVE, f"the schedule anneals the rate to {last:.3g} with the run's end (below "
