@@ -58,8 +58,9 @@ class Adjust:
     modules, or to change a weight for a trial); ``before_backward`` is handed the loss just before
     it goes backward (to hook its graph);
     ``freeze_schedule`` keeps the LR schedulers where they are (the script's loop steps them);
-    ``from_base_rates`` starts every group's rate from its scheduler's base (``initial_lr``) instead of its
-    current one, before ``lr_scale`` (a schedule that annealed to 0 with the run's end, replayed at its peak).
+    ``from_base_rates`` sets every group a scheduler drives to its base rate (``initial_lr``) times ``lr_scale``
+    and leaves the others' rates as they are (a schedule that annealed to 0 with the run's end, replayed at its
+    peak).
     """
 
     lr_scale: float = 1.0

@@ -1,5 +1,8 @@
 """A loss helper that always calls backward, shared by the training and the evaluation: the evaluation
-runs under torch.no_grad (the model left in training mode), so its loss has no graph and backward raises."""
+runs under torch.no_grad (the model left in training mode), so its loss has no graph and backward raises.
+``left_off``: a validation inside the loop turns gradients off for good, and the training's own backward raises."""
+
+import sys
 
 import torch
 from torch import nn
@@ -19,5 +22,7 @@ for step in range(12):
     optimizer.zero_grad()
     compute_loss(model, x, y)
     optimizer.step()
+    if sys.argv[1:] == ["left_off"] and step == 5:
+        torch.set_grad_enabled(False)
 with torch.no_grad():
     print("validation loss", compute_loss(model, x, y))

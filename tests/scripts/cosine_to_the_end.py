@@ -1,5 +1,5 @@
 """A cosine schedule sized to the run, stepped every batch: the rate ends near 0 with the run, by design.
-The peak rate is the first argument (1e-2 trains this regression; 1e-7 is far too low); ``exponential``
+The peak rate is the first argument (1e-2 trains this regression; 1e-5 is far too low); ``exponential``
 instead decays it by 0.8 a batch, below 1e-3 of its start from step 32: half the run at nothing."""
 
 import math

@@ -71,6 +71,8 @@ MEMORY_READ_SECONDS = 25e-6  # the cost assumed until the first reading is timed
 # still referenced). A GAN's optimizers take turns, and a WGAN's critic steps 5 times (100 in the
 # original's first iterations, after which the critic keeps the count) per step of the generator.
 HANDOVER_STEPS = 20
+# The user's frames kept of the first training backward's stack: where an evaluation's backward parts from it
+BACKWARD_STACK = 32
 # Weights still over steps are a finding only at a rate of at least this share of its peak. Float32 keeps an
 # update down to ~6e-8 of a weight: at 1% of a usual rate (1e-3 -> 1e-5) every update still shows, while the
 # corpus's schedules stepped every batch fall by 10x or more a step, far below it within the 25 steps compared.
@@ -924,10 +926,11 @@ class Agent:
             self.facts.backward_site = str(site) if site else "?"
             if site is not None:  # the loop's file, also where no model is called (weights as plain tensors)
                 self.facts.source_files.add(site.path)
-        if not tensor.requires_grad:
-            self.facts.graphless_backward_grad_off = not torch.is_grad_enabled()
-            if self.facts.backward_without_graph is None:
-                self.facts.backward_without_graph = user_site_text()
+        self.facts.graphless_backward_grad_off = not tensor.requires_grad and not torch.is_grad_enabled()
+        if not tensor.requires_grad and self.facts.backward_without_graph is None:
+            self.facts.backward_without_graph = user_site_text()
+        if tensor.requires_grad and self.facts.training_backward_stack is None:  # once: a stack walk
+            self.facts.training_backward_stack = [(site.path, site.line) for site in reversed(user_callers(BACKWARD_STACK))]
         if self._backward_since_step == 0:
             self._check_stale_grads()
             if self._last_step_end is not None:

@@ -13,7 +13,6 @@ import ast
 import inspect
 import linecache
 import math
-import os
 import re
 import resource
 import sys
@@ -140,12 +139,13 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
             model_batch: int | None, one_hot: dict[str, set[int]],
             model_call: tuple[torch.nn.Module, tuple[tuple, dict]] | None = None,
             loader: LoaderShape | None = None, evaluated_after: int | None = None,
-            trained_before_graphless: int | None = None) -> Crash:
+            graphless_after: tuple[int, list[tuple[str, int]]] | None = None) -> Crash:
     """The crash's classification and evidence, from the exception and what the hooks recorded
     (``model_call``: the model and the inputs of its last call; ``loader``: the DataLoader that gave
     the failing batch; ``evaluated_after``: the training steps run, when the model was in eval mode at
-    the exception and the shape error came from a line of the user's; ``trained_before_graphless``: the training
-    steps run, when a backward without a graph came in eval mode or with gradients off)."""
+    the exception and the shape error came from a line of the user's; ``graphless_after``: the training steps run
+    and the user's lines of the first training backward's stack, outermost first, when the backward that raised
+    was of a loss without a graph, with gradients off)."""
     crash = Crash(kind="other", cause="exception", exception=f"{type(exc).__name__}: {exc}".strip()[:600],
                   batch_size=model_batch)
     tb = exc.__traceback__
@@ -178,8 +178,8 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
         _stored_outputs(crash, model_call[0] if model_call is not None else None)
     elif INPLACE.search(str(exc)):
         _modified_in_place(crash, INPLACE.search(str(exc)), user_frames(tb), found[0] if found else None)
-    elif _no_graph(exc) and trained_before_graphless:
-        _backward_in_evaluation(crash, trained_before_graphless, tb)
+    elif _no_graph(exc) and graphless_after and (entry := _parting_call(tb, graphless_after[1])) is not None:
+        _backward_in_evaluation(crash, graphless_after[0], entry)
     elif _no_graph(exc):
         crash.kind, crash.cause = "no_graph", "no_gradient_to_weights"
         crash.findings.append("backward() was called on a loss that does not require grad: no autograd path "
@@ -242,25 +242,30 @@ def _evaluation_shape_error(crash: Crash, message: str, steps: int) -> None:
                           "are listed")
 
 
-def _backward_in_evaluation(crash: Crash, steps: int, tb: TracebackType | None) -> None:
-    """A backward on a loss without a graph after training steps ran, in eval mode or under torch.no_grad: an
-    evaluation reaches a backward its training shares (a loss helper that always calls it). The training had its
-    graph at every step, so the weights did get their gradients: a crash of the evaluation, not a model cut off
-    from its loss (the learning branch's case)."""
-    outer = tb
-    while outer is not None and not is_user_file(outer.tb_frame.f_code.co_filename):
-        outer = outer.tb_next
-    entry = f", entered from {Site(outer.tb_frame.f_code.co_filename, outer.tb_lineno, outer.tb_frame.f_code.co_name)}" \
-        if outer is not None and crash.site and not crash.site.startswith(_site_short(outer)) else ""
-    crash.findings.append(f"backward() was called on a loss without a graph after {steps} training steps, in an evaluation "
-                          f"(the model in eval mode or gradients off by torch.no_grad){entry}: the training's losses had "
-                          "their graphs; the evaluation's has none, so its backward raises")
+def _backward_in_evaluation(crash: Crash, steps: int, entry: Site) -> None:
+    """A backward on a loss without a graph, with gradients off, after training steps ran, reached by another path
+    than the training's backward (an evaluation under torch.no_grad calling a loss helper that always calls it).
+    The training had its graph at every step: a crash of the evaluation, not a model cut off from its loss."""
+    crash.findings.append(f"backward() was called on a loss without a graph after {steps} training steps, with gradients "
+                          f"off (torch.no_grad), from {entry}, where the call parts from the training's: the "
+                          "training's losses had their graphs, this one has none, so its backward raises")
     crash.fix = (f"call backward only where the step trains: guard {crash.failing_line}'s backward with "
-                 "`if torch.is_grad_enabled():`, or give the evaluation a loss call without it")
+                 f"`if torch.is_grad_enabled():`, or give the evaluation at {entry.short} a loss call without it")
 
 
-def _site_short(tb: TracebackType) -> str:
-    return f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+def _parting_call(tb: TracebackType | None, training: list[tuple[str, int]]) -> Site | None:
+    """The user's call in the traceback where its path parts from the training backward's (outermost first),
+    None where it follows that path all the way (the training's own backward raised)."""
+    entries = []
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if is_user_file(code.co_filename):
+            entries.append(Site(code.co_filename, tb.tb_lineno, code.co_name))
+        tb = tb.tb_next
+    for site, (path, line) in zip(entries, training):
+        if (site.path, site.line) != (path, line):
+            return site
+    return None
 
 
 def _read_empty_stdin(exc: BaseException, site: Site | None) -> bool:

@@ -482,7 +482,8 @@ class Facts:
     zero_grad_steps: collections.deque = field(default_factory=lambda: collections.deque(maxlen=64))  # a zero_grad ran
     resets: OptimizerResets | None = None  # with several optimizers, each one's gradients followed between its steps
     backward_without_graph: str | None = None  # where a loss that did not require grad went backward
-    graphless_backward_grad_off: bool = False  # the latest such backward ran with gradients off (torch.no_grad)
+    graphless_backward_grad_off: bool = False  # the latest backward was of a loss without a graph, gradients off
+    training_backward_stack: list[tuple[str, int]] | None = None  # the first backward with a graph: user lines, outermost first
     losses_without_backward: int = 0  # training losses with a graph while no backward and no step has run
     script_ended: bool = False
     unused_loss_sites: list[str] = field(default_factory=list)  # the first such loss's line and its callers

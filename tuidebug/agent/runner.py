@@ -226,8 +226,8 @@ def _report(agent: Agent, exc: BaseException) -> None:
         crash = analyse(exc, agent.failed_module, agent.failed_loss, agent.observed.input_size, agent.facts.one_hot,
                         (model, inputs) if model is not None and inputs is not None else None, agent.feeding_loader(),
                         evaluated_after=agent.step if evaluating else None,
-                        trained_before_graphless=agent.step if agent.step > 0 and (
-                            evaluating or agent.facts.graphless_backward_grad_off) else None)
+                        graphless_after=(agent.step, agent.facts.training_backward_stack) if agent.step > 0 and
+                        agent.facts.graphless_backward_grad_off and agent.facts.training_backward_stack else None)
     except Exception as error:  # the analysis must never hide the script's own exception
         crash = None
         agent.event("error", f"could not analyse the exception: {type(error).__name__}: {error}")

@@ -55,10 +55,11 @@ class StepAdjuster:
             self.result.grad_norm = float(norm)
             self.result.grads_finite = bool(torch.isfinite(norm))
         self._rates = [group["lr"] for group in self.optimizer.param_groups]
-        if self.adjust.from_base_rates:
+        if self.adjust.from_base_rates:  # only the groups a scheduler drives: the others' rates are not annealed
             for group in self.optimizer.param_groups:
-                group["lr"] = group.get("initial_lr", group["lr"])
-        if self.adjust.lr_scale != 1.0:
+                if "initial_lr" in group:
+                    group["lr"] = group["initial_lr"] * self.adjust.lr_scale
+        elif self.adjust.lr_scale != 1.0:
             for group in self.optimizer.param_groups:
                 group["lr"] = group["lr"] * self.adjust.lr_scale
         self._params = params

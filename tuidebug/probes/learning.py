@@ -48,12 +48,13 @@ LR_COLLAPSE = 1e-3
 # Three factor-0.1 decays (ReduceLROnPlateau's default) are exactly LR_COLLAPSE in decimal, a hair above it
 # in binary floating point: the comparison allows for that rounding.
 ROUNDING = 1 + 1e-9
-# A rate that falls below LR_COLLAPSE of its peak only in the last ANNEALED_SHARE of a run that ended
-# ended the run there: an annealing schedule sized to the run, not a decay that left it training at nothing.
-# A cosine sized to the run is below 1e-3 of its peak in its last 1.4% of steps, a linear decay to 0 in its
-# last 0.1%; 5% leaves room for one sized a little shorter than the run. An ExponentialLR or a StepLR stepped
-# every batch collapses early and stays (the corpus's per-batch schedules: half-way or sooner). A run still
-# going (diagnose's window cut it) may train on at nothing: not judged so.
+# A script that ended with its rate below LR_COLLAPSE of its peak only for the last ANNEALED_SHARE of its steps
+# ran an annealing schedule sized to the run, not a decay that left it training at nothing. A cosine sized to
+# the run is below 1e-3 of its peak in its last 2.0% of steps, a linear decay to 0 in its last 0.1%; 5% leaves
+# room for one sized a little shorter than the run. An ExponentialLR or a StepLR stepped every batch collapses
+# early and stays (the corpus's per-batch schedules: half-way or sooner). The final stretch below counts, so
+# that warm restarts sized to the run read as annealed too. A run still going (diagnose's window cut it) may
+# train on at nothing: not judged so.
 ANNEALED_SHARE = 0.05
 TINY_UPDATE = 1e-6
 # Healthy steps move the weights by about 1e-3 of their size; below SMALL_UPDATE (a decade under the low
@@ -883,17 +884,20 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
             f"step {calls.kind} once per epoch, not every batch: move scheduler.step() ({calls.site}) out of the batch "
             "loop", data={"cause": "lr_schedule_decay", "collapsed_at": at})
     at_peak: dict[str, Any] = {}  # the replays' rates: the schedule's peak where it annealed with the run's end
-    collapsed = next((s for s, lr in curve if lr < LR_COLLAPSE * ROUNDING * first), None) if first > 0 else None
-    if collapsed is not None and facts.script_ended and steps - collapsed <= ANNEALED_SHARE * steps:
+    last_step = curve[-1][0]
+    peak_step, peak = max(curve, key=lambda point: point[1])
+    tail = _final_stretch_below(curve, LR_COLLAPSE * ROUNDING * peak) if peak > 0 else None
+    if tail is not None and facts.script_ended and steps - tail <= ANNEALED_SHARE * steps:
+        annealed = (f"the schedule anneals the rate to {last:.3g} with the run's end (below {LR_COLLAPSE:g} of its peak "
+                    f"{peak:.3g}, at step {peak_step}, from step {tail} of {steps})")
         base = _base_rate(ctx)
         if not base:
-            return ProbeOutcome(INCONCLUSIVE, f"the schedule anneals the rate to {last:.3g} with the run's end (below "
-                                f"{LR_COLLAPSE:g} of its peak {first:.3g} from step {collapsed} of {steps}), and no "
-                                "scheduler's base rate is known: the peak cannot be replayed", evidence)
-        evidence.append(f"the schedule anneals the rate to {last:.3g} with the run's end (below {LR_COLLAPSE:g} of its peak "
-                        f"from step {collapsed} of {steps}): the rate is judged at its peak, {first:.3g}")
-        at_peak, last = {"from_base_rates": True, "lr_scale": first / base}, first
+            return ProbeOutcome(INCONCLUSIVE, f"{annealed}, and no scheduler's base rate is known: the peak cannot be "
+                                "replayed", evidence)
+        evidence.append(f"{annealed}: the rate is judged at its peak")
+        at_peak, last, last_step = {"from_base_rates": True, "lr_scale": peak / base}, peak, peak_step
     if first > 0 and last < LR_COLLAPSE * ROUNDING * first:
+        collapsed = next(s for s, lr in curve if lr < LR_COLLAPSE * ROUNDING * first)
         per_step = [c for c in facts.schedulers.values() if c.calls >= 0.5 * steps]
         evidence.append(f"the rate fell below {LR_COLLAPSE:g} of its start at step {collapsed}")
         zeroed = next((c for c in facts.schedulers.values() if c.gamma() == 0), None)
@@ -939,7 +943,7 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(PASS, f"the rate ({last:.3g}) moves the weights by {ratio:.2g} of their size a step", evidence)
     origin = rate_origin(facts)
     evidence += origin
-    found = _schedule_factor(ctx, evidence)
+    found = _schedule_factor(ctx, evidence) if not at_peak else None  # read at the rate now: the annealed one
     if found is not None:
         return _rate_not_factor(ctx, evidence, last, *found)
     as_written = _trial(ctx, Adjust(**at_peak))
@@ -950,7 +954,7 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
         raised = _trial(ctx, Adjust(**{**at_peak, "lr_scale": at_peak.get("lr_scale", 1.0) * factor}))
         evidence.append(f"... at lr x{factor:g} ({last * factor:.3g}): {_curve(raised)}")
         if _learns(raised) and _beats(raised, as_written):
-            held = _held_below_built(ctx, last, curve[-1][0], factor, evidence)
+            held = _held_below_built(ctx, last, last_step, factor, evidence)
             if held is not None:
                 return held
             passed = _rate_passed(facts)
@@ -1023,6 +1027,16 @@ def _hand_rate_origin(ctx: ProbeContext, update: Site) -> tuple[list[str], tuple
             lines.append(f"--{value.split('.')[-1]} defaults to {default} at {default_site}")
             option = option or (value.split(".")[-1], default, default_site)
     return lines, option
+
+
+def _final_stretch_below(curve: list[tuple[int, float]], threshold: float) -> int | None:
+    """The step from which the rate stays below ``threshold`` to the curve's end, None where its last one is not."""
+    start = None
+    for step, rate in reversed(curve):
+        if rate >= threshold:
+            break
+        start = step
+    return start
 
 
 def _base_rate(ctx: ProbeContext) -> float:
