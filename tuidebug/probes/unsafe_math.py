@@ -212,7 +212,7 @@ class ForwardWatch(OpWatch):
 
     def _mark(self, tensors: list[torch.Tensor]) -> None:
         for tensor in tensors:
-            if tensor.is_floating_point() and bool(torch.isinf(tensor).any()):
+            if _holds_infinity(tensor):
                 self._infinite[id(tensor)] = weakref.ref(tensor)
 
     def _carries_fill(self, tensors: list[torch.Tensor]) -> bool:
@@ -229,8 +229,7 @@ def _infinity_met(name: str, values: list, originals: list, frame: FrameType | N
     number = next((v for v in values if _infinite_number(v)), None)
     if number is not None:
         return f"{'0 * ' if product else ''}{number}: the number {number} in `{site.text}`"
-    at = next((i for i, (v, o) in enumerate(zip(values, originals)) if isinstance(v, torch.Tensor)
-               and v.is_floating_point() and bool(torch.isinf(v).any()) and carries_fill([o])), None)
+    at = next((i for i, (v, o) in enumerate(zip(values, originals)) if _holds_infinity(v) and carries_fill([o])), None)
     if at is None or filled is None:
         return None
     infinite = values[at].detach()
@@ -532,10 +531,13 @@ def _infinite_number(value: Any) -> bool:
     return isinstance(value, float) and math.isinf(value)
 
 
+def _holds_infinity(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_floating_point() and bool(torch.isinf(value).any())
+
+
 def _given_infinity(args: tuple, kwargs: dict) -> bool:
     values = list(args) + list(kwargs.values())
-    return any(_infinite_number(v) or isinstance(v, torch.Tensor) and v.is_floating_point()
-               and bool(torch.isinf(v).any()) for v in values)
+    return any(_infinite_number(v) or _holds_infinity(v) for v in values)
 
 
 def _finite_version(value: Any, dtype: torch.dtype) -> Any:
