@@ -256,15 +256,9 @@ def _backward_in_evaluation(crash: Crash, steps: int, entry: Site) -> None:
 def _parting_call(tb: TracebackType | None, training: list[tuple[str, int]]) -> Site | None:
     """The user's call in the traceback where its path parts from the training backward's (outermost first),
     None where it follows that path all the way (the training's own backward raised)."""
-    entries = []
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if is_user_file(code.co_filename):
-            entries.append(Site(code.co_filename, tb.tb_lineno, code.co_name))
-        tb = tb.tb_next
-    for site, (path, line) in zip(entries, training):
-        if (site.path, site.line) != (path, line):
-            return site
+    for frame, (path, line) in zip(user_frames(tb), training):
+        if (frame.f_code.co_filename, frame.f_lineno) != (path, line):
+            return Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
     return None
 
 

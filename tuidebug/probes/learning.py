@@ -866,8 +866,9 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
     if warmup is not None:
         return _unfinished_warmup(facts, warmup, curve[-1][0], evidence)
     peak_at = max(range(len(curve)), key=lambda i: curve[i][1])
-    if first == 0 and curve[peak_at][1] > 0:  # a warm-up from 0: the rate's start is where it peaked
-        first, curve = curve[peak_at][1], curve[peak_at:]
+    peak_step, peak = curve[peak_at]
+    if first == 0 and peak > 0:  # a warm-up from 0: the rate's start is where it peaked
+        first, curve = peak, curve[peak_at:]
         evidence.append(f"it warmed up from 0 to {first:.3g} at step {curve[0][0]}")
     steps = max(1, curve[-1][0])
     schedules = [f"{c.kind} stepped {c.calls} times in {steps} steps at {c.site}" for c in facts.schedulers.values()]
@@ -883,9 +884,8 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
             f" and falls below {LR_COLLAPSE:g} of its start by step {at}", evidence,
             f"step {calls.kind} once per epoch, not every batch: move scheduler.step() ({calls.site}) out of the batch "
             "loop", data={"cause": "lr_schedule_decay", "collapsed_at": at})
-    at_peak: dict[str, Any] = {}  # the replays' rates: the schedule's peak where it annealed with the run's end
+    peak_scale: float | None = None  # the replays' rates over the base rates: the peak's, where it annealed with the run
     last_step = curve[-1][0]
-    peak_step, peak = max(curve, key=lambda point: point[1])
     tail = _final_stretch_below(curve, LR_COLLAPSE * ROUNDING * peak) if peak > 0 else None
     if tail is not None and facts.script_ended and steps - tail <= ANNEALED_SHARE * steps:
         annealed = (f"the schedule anneals the rate to {last:.3g} with the run's end (below {LR_COLLAPSE:g} of its peak "
@@ -895,7 +895,13 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
             return ProbeOutcome(INCONCLUSIVE, f"{annealed}, and no scheduler's base rate is known: the peak cannot be "
                                 "replayed", evidence)
         evidence.append(f"{annealed}: the rate is judged at its peak")
-        at_peak, last, last_step = {"from_base_rates": True, "lr_scale": peak / base}, peak, peak_step
+        peak_scale, last, last_step = peak / base, peak, peak_step
+
+    def at_rate(factor: float = 1.0, measure_update: bool = False) -> Adjust:
+        """A replay at ``factor`` times the run's rate: its last one, or its peak where it annealed."""
+        return Adjust(lr_scale=(peak_scale or 1.0) * factor, from_base_rates=peak_scale is not None,
+                      measure_update=measure_update)
+
     if first > 0 and last < LR_COLLAPSE * ROUNDING * first:
         collapsed = next(s for s, lr in curve if lr < LR_COLLAPSE * ROUNDING * first)
         per_step = [c for c in facts.schedulers.values() if c.calls >= 0.5 * steps]
@@ -930,7 +936,7 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
             data={"cause": "lr_schedule_decay", "collapsed_at": collapsed})
     trainer = ctx.trainer
     trainer.reset(ctx.break_state)
-    measured = trainer.step(trainer.prepare(), Adjust(**at_peak, measure_update=True))
+    measured = trainer.step(trainer.prepare(), at_rate(measure_update=True))
     ratio = measured.update_ratio
     if measured.grad_norm == 0:
         return ProbeOutcome(PASS, "the gradients are all zero: no learning rate would move the weights (not the "
@@ -943,15 +949,15 @@ def rate(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(PASS, f"the rate ({last:.3g}) moves the weights by {ratio:.2g} of their size a step", evidence)
     origin = rate_origin(facts)
     evidence += origin
-    found = _schedule_factor(ctx, evidence) if not at_peak else None  # read at the rate now: the annealed one
+    found = _schedule_factor(ctx, evidence) if peak_scale is None else None  # read at the rate now: the annealed one
     if found is not None:
         return _rate_not_factor(ctx, evidence, last, *found)
-    as_written = _trial(ctx, Adjust(**at_peak))
-    evidence.append(f"replay as written{' at the peak rate' if at_peak else ''}: {_curve(as_written)}")
+    as_written = _trial(ctx, at_rate())
+    evidence.append(f"replay as written{' at the peak rate' if peak_scale is not None else ''}: {_curve(as_written)}")
     for factor in RATE_FACTORS:
         if last == 0:
             break
-        raised = _trial(ctx, Adjust(**{**at_peak, "lr_scale": at_peak.get("lr_scale", 1.0) * factor}))
+        raised = _trial(ctx, at_rate(factor))
         evidence.append(f"... at lr x{factor:g} ({last * factor:.3g}): {_curve(raised)}")
         if _learns(raised) and _beats(raised, as_written):
             held = _held_below_built(ctx, last, last_step, factor, evidence)
