@@ -21,6 +21,7 @@ from torch import nn
 
 from conftest import SCRIPTS, wait_for
 
+from tuidebug.agent.evaluation_classes import EvaluationClasses
 from tuidebug.agent.facts import Facts, LossCall
 from tuidebug.agent.watched_step import WATCHED_STEP, WatchedStep
 from tuidebug.probes import holders, source
@@ -2557,3 +2558,43 @@ def test_a_view_that_merges_a_feature_maps_dims_in_another_order_is_a_relabel_fi
     assert outcome.data["cause"] == "batch_folded"
     assert "merges the dims of (4, 16, 8, 64) in the order (0, 3, 1, 2), not their own" in outcome.summary
     assert outcome.fix.endswith("x.permute(0, 3, 1, 2).reshape(4, 64, 128)")
+
+
+@pytest.mark.parametrize("args, renumbered", [((), True), (("aligned",), False)])
+def test_an_evaluation_whose_classes_are_numbered_otherwise_is_a_misalignment_proven_by_its_own_predictions(
+        start_run, args, renumbered) -> None:
+    """The training learns; the held-out split's labels are shifted by one class. Its predictions, matched
+    one-to-one to the labels, score far above the labels as given: a finding as the run goes, and the
+    evaluation check names the loss line. Numbered as the training's, nothing is found."""
+    run, session = start_run(SCRIPTS / "evaluation_classes_renumbered.py", *args)
+    wait_for(lambda: session.state == "ended", 60, "the script to end")
+    run.command("probe", name="learning.evaluation", params={})
+    wait_for(lambda: "learning.evaluation" in session.probe_results, 60, "the evaluation check's result")
+    result = session.probe_results["learning.evaluation"]
+    found = [e.message for e in session.events if e.kind == "finding" and e.message.startswith("evaluation_renumbered")]
+
+    assert bool(found) == renumbered, found
+    assert result.status == ("fail" if renumbered else "pass"), (result.summary, result.evidence)
+    if renumbered:
+        assert result.data == {"cause": "labels_misaligned", "confirmed": True}
+        assert "0% with the labels as given and 100% with 5 classes renumbered" in result.summary, result.summary
+        assert "the loss at evaluation_classes_renumbered.py:42 `val_loss = F.cross_entropy(scores, y)`" in \
+            result.evidence[0], result.evidence
+        assert any(line.startswith("labelled class 1 is predicted as class 0 ") for line in result.evidence)
+
+
+def test_an_evaluation_of_a_model_that_has_not_learned_is_not_taken_for_renumbered_labels() -> None:
+    """One class predicted for most examples, or noise: no one-to-one matching scores far above the labels."""
+    classes = EvaluationClasses()
+    torch.manual_seed(0)
+    labels = torch.randint(0, 5, (200,))
+    one_class = torch.zeros(200, 5)
+    one_class[:, 3] = 1
+    classes.observe(1, one_class, labels, None)
+    assert classes.renumbered(2) is None
+    classes.observe(2, torch.randn(200, 5), labels, None)
+    assert classes.renumbered(3) is None
+    classes.observe(3, nn.functional.one_hot((labels + 2) % 5, 5).float(), labels, None)  # renumbered by two
+
+    found = classes.renumbered(4)
+    assert found is not None and found.raw == 0 and found.mapped == 1 and len(found.moves) == 5

@@ -25,7 +25,7 @@ FINDING_BRANCHES = {
     "frozen": "learning", "no_grad_params": "learning", "graph_cut": "learning", "eval_mode": "learning", "loss_input": "learning",
     "backward_without_graph": "learning", "no_optimizer_step": "learning", "loss_without_backward": "learning",
     "loss_at_chance": "learning", "lr_schedule": "learning", "lr_collapsed": "learning",
-    "warmup_unfinished": "learning", "evaluated_in_train_mode": "learning",
+    "warmup_unfinished": "learning", "evaluated_in_train_mode": "learning", "evaluation_renumbered": "learning",
     "loss_broadcast": "shape", "one_hot_width": "shape", "relabelled_view": "shape",
     "target_range": "shape", "batch_as_sequence": "shape", "ignored_class": "shape", "classes_last": "shape",
     "graphs_kept": "oom", "memory_growth": "oom", "container_growth": "oom",  # graphs or tensors kept across steps

@@ -31,8 +31,8 @@ from tuidebug.agent.check_schedule import CheckSchedule
 from tuidebug.agent.client import AgentClient
 from tuidebug.agent.crash import FailedLoss, FailedModule, LoaderShape
 from tuidebug.agent.control import Control
-from tuidebug.agent.facts import (IDLE_STEPS, MADE_IN_FORWARD_SEEN, Facts, IdleOptimizer, LoaderSeen, SchedulerCalls,
-                                  TrainModeEvaluation, own_parameters, watch_head)
+from tuidebug.agent.facts import (CLASS_LOSSES, IDLE_STEPS, MADE_IN_FORWARD_SEEN, Facts, IdleOptimizer, LoaderSeen,
+                                  SchedulerCalls, TrainModeEvaluation, own_parameters, watch_head)
 from tuidebug.agent.gradients import (COST_SMOOTHING, NormSampler, ParameterLists, blocks_host, stacked_norms,
                                      total_of, values_of, with_dense_grad)
 from tuidebug.agent.kept_batches import KeptBatches
@@ -594,6 +594,8 @@ class Agent:
         target for replays of loops without a DataLoader; returns the target to use."""
         if self.probes.replaying:
             return self.probes.replay_target(target)
+        if not torch.is_grad_enabled() and function in CLASS_LOSSES:
+            self._observe_evaluation_classes(input, target)
         if torch.is_inference_mode_enabled():
             return target  # an evaluation's: nothing a replay could train on
         if self._evaluating is not None and not torch.is_grad_enabled():
@@ -617,6 +619,12 @@ class Agent:
             if function in ("cross_entropy", "nll_loss") and isinstance(ignored, int) and ignored >= 0:
                 self._observe_ignored(function, target, ignored)
         return target
+
+    def _observe_evaluation_classes(self, scores: Any, target: Any) -> None:
+        """An evaluation's class scores and labels, counted per class (see ``evaluation_classes``)."""
+        if isinstance(scores, torch.Tensor) and isinstance(target, torch.Tensor) and scores.dim() == 2 \
+                and scores.is_floating_point() and target.dim() == 1 and not target.is_floating_point():
+            self.facts.evaluation_classes.observe(self.step, scores, target, user_site())
 
     def _observe_ignored(self, function: str, target: Any, index: int) -> None:
         """A class loss that ignores a target index of 0 or more, beside the model's input tokens: does the

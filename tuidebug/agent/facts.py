@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from tuidebug.agent.evaluation_classes import EvaluationClasses, Renumbered
 from tuidebug.agent.gradients import blocks_host, stacked_norms
 from tuidebug.agent.host_reads import HostReads
 from tuidebug.agent.memory import process_memory, release_free_heap
@@ -501,6 +502,8 @@ class Facts:
     train_sites: dict[int, Site] = field(default_factory=dict)  # id(module) -> the user's line of its last .train()
     train_mode_evaluations: int = 0  # calls of the model in training mode under no_grad whose output went to a loss
     train_mode_evaluation: TrainModeEvaluation | None = None  # the latest
+    evaluation_classes: EvaluationClasses = field(default_factory=EvaluationClasses)
+    renumbered: Renumbered | None = None  # an evaluation whose labels follow another numbering than the training's
     schedulers: dict[int, SchedulerCalls] = field(default_factory=dict)
     manual_updates: int = 0
     one_hot: dict[str, set[int]] = field(default_factory=dict)  # site -> widths, for calls without num_classes
@@ -597,6 +600,7 @@ class Facts:
                             ("graph_cut", self._graph_cut),
                             ("eval_mode", self._eval_mode), ("loss_input", self._loss_input),
                             ("evaluated_in_train_mode", self.evaluated_in_train_mode),
+                            ("evaluation_renumbered", lambda: self.renumbered_evaluation(step)),
                             ("no_optimizer_step", self._no_step), ("loss_without_backward", self._no_backward),
                             ("lr_schedule", lambda: self._schedule(step)),
                             ("lr_collapsed", lambda: self._collapsed_rate(step)),
@@ -821,6 +825,13 @@ class Facts:
         return (f"the model is evaluated in training mode{where}: {self.train_mode_evaluations} calls under "
                 f"torch.no_grad() whose output goes to the loss at {evaluation.loss_site}, with batch norm normalising "
                 "each batch by its own statistics")
+
+    def renumbered_evaluation(self, step: int) -> str | None:
+        """The finding: an evaluation pass whose labels are numbered differently from its predictions (see
+        ``evaluation_classes``); once the script ended, its last pass counts too."""
+        if self.renumbered is None:
+            self.renumbered = self.evaluation_classes.renumbered(step, ended=self.script_ended)
+        return self.renumbered.text() if self.renumbered is not None else None
 
     def observe_train_mode_evaluation(self, evaluation: TrainModeEvaluation) -> None:
         self.train_mode_evaluations += 1

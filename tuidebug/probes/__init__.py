@@ -7,4 +7,4 @@ piece of state afterwards. Importing this package registers every family.
 """
 
 from tuidebug.probes import (  # noqa: F401
-    batch_mixing, exception, held_frozen, inputs, learning, memory, nan, overfit, replay, shape, unsafe_math)
+    batch_mixing, evaluation, exception, held_frozen, inputs, learning, memory, nan, overfit, replay, shape, unsafe_math)
