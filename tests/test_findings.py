@@ -2598,3 +2598,16 @@ def test_an_evaluation_of_a_model_that_has_not_learned_is_not_taken_for_renumber
 
     found = classes.renumbered(4)
     assert found is not None and found.raw == 0 and found.mapped == 1 and len(found.moves) == 5
+
+
+def test_a_bessel_function_past_its_float32_range_is_unsafe_math_made_safe_by_its_scaled_form() -> None:
+    """log(I0(kappa)) of a von Mises likelihood: I0 grows as exp(|x|) and is inf in float32 past about 91."""
+    from tuidebug.probes.unsafe_math import FIXES, _risk, _safe, category
+    large = torch.tensor([30.0, 95.0])
+
+    assert category("special_i0") == category("i0") == "bessel"
+    assert "grows as exp(|x|) and overflows torch.float32" in _risk("special_i0", (large,))
+    assert _risk("special_i0", (torch.tensor([3.0]),)) is None
+    assert not torch.isfinite(torch.special.i0(large)).all()
+    assert torch.isfinite(_safe("bessel", "special_i0", torch.special.i0, (large,), {})).all()
+    assert "torch.special.i0e(x)" in FIXES["bessel"]

@@ -36,7 +36,7 @@ from tuidebug.agent.facts import (CLASS_LOSSES, IDLE_STEPS, MADE_IN_FORWARD_SEEN
 from tuidebug.agent.gradients import (COST_SMOOTHING, NormSampler, ParameterLists, blocks_host, stacked_norms,
                                      total_of, values_of, with_dense_grad)
 from tuidebug.agent.kept_batches import KeptBatches
-from tuidebug.agent.memory import process_memory
+from tuidebug.agent.memory import process_memory, return_large_blocks
 from tuidebug.agent.probing import MODEL_CALL, ProbeRuntime, StepInputs
 from tuidebug.agent.resets import OptimizerResets
 from tuidebug.agent.snapshot import Snapshot
@@ -1388,6 +1388,8 @@ class Agent:
         if self.client is not None:
             self.client.send_metric(record)
         self._maybe_checkpoint(record.step_seconds)
+        if self.step == 1:
+            return_large_blocks()
         self.control.after_step(self.step)
         self.watched_step.begin(self.step, self.observed.input_size,
                                     None if self.watched_step.done else self.loader_batch_size())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import resource
 import time
 
 import psutil
@@ -71,6 +72,33 @@ def _libc() -> ctypes.CDLL | None:
 
 
 _LIBC = _libc()
+M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8  # glibc's mallopt parameters
+LARGE_BLOCK = 1 << 20
+_RETURNING: list[bool] = []
+
+
+def under_address_cap() -> bool:
+    """Whether the process runs under an address-space limit (RLIMIT_AS), where what the allocator keeps counts."""
+    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+
+
+def one_heap() -> None:
+    """Under an address-space cap: one malloc heap for all threads. glibc reserves a 64 MiB heap for each thread
+    that allocates, so the agent's own threads would eat the room the script has."""
+    if _LIBC is not None and hasattr(_LIBC, "mallopt") and under_address_cap():
+        _LIBC.mallopt(M_ARENA_MAX, 1)
+
+
+def return_large_blocks() -> None:
+    """Under an address-space cap, from now on: blocks of LARGE_BLOCK or more mapped and unmapped, so that
+    address space used once (by a probe, a checkpoint, the failing step) is given back. glibc's dynamic
+    threshold keeps freed large blocks in its heap instead. Called once the script's first step is done (or
+    at its out-of-memory error): until then the script runs with its own policy, which decides whether its
+    first step fits (the same threshold from the start made a step fit that fails bare, in two corpus cases)."""
+    if _RETURNING or _LIBC is None or not hasattr(_LIBC, "mallopt") or not under_address_cap():
+        return
+    _RETURNING.append(True)
+    _LIBC.mallopt(M_MMAP_THRESHOLD, LARGE_BLOCK)
 
 
 class MemoryReader:

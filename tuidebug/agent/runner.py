@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import _thread
 import builtins
-import ctypes
 import faulthandler
 import importlib.machinery
 import io
 import json
 import mmap
 import os
-import resource
 import runpy
 import signal
 import sys
@@ -33,7 +31,7 @@ from tuidebug.agent.client import AgentClient, ConnectionRefused
 from tuidebug.agent.core import Agent, AgentConfig
 from tuidebug.agent.sandbox import WriteSandbox
 from tuidebug.agent.crash import analyse, is_out_of_memory
-from tuidebug.agent.memory import MemoryReader
+from tuidebug.agent.memory import MemoryReader, one_heap, return_large_blocks, under_address_cap
 from tuidebug.agent.reattach import Reattach
 from tuidebug.agent.output import mark_probe_output, survive_closed_pipes
 from tuidebug.protocol import Event, State
@@ -128,8 +126,6 @@ def _dump_stacks_on_signal(path: str | None) -> None:
     faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True, chain=False)
 
 
-M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8  # glibc's mallopt parameters
-LARGE_BLOCK = 1 << 20
 # Address space held back under an RLIMIT_AS cap and given up when the script runs out of memory, so that
 # the checks after it have room: at that point the script has used all there was. Never touched, so it is
 # never resident. 16 MiB holds the census's list of live objects (8 bytes each) for two million objects;
@@ -140,19 +136,11 @@ _RESERVE: list[mmap.mmap] = []
 
 
 def _spare_address_space() -> None:
-    """Under an address-space limit (RLIMIT_AS) the agent must not eat the room the script has: glibc
-    reserves a 64 MiB heap for each thread that allocates (the agent's own threads), and its dynamic
-    mmap threshold keeps freed large blocks in those heaps, so address space used once (by the failing
-    step, by a probe) is never given back. One heap, and blocks of 1 MiB or more mapped and unmapped."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    if soft == resource.RLIM_INFINITY:
+    """Under an address-space limit (RLIMIT_AS) the agent must not eat the room the script has: one heap
+    for all threads, and a reserve for the checks after an out-of-memory error (see ``memory``)."""
+    if not under_address_cap():
         return
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(M_ARENA_MAX, 1)
-        libc.mallopt(M_MMAP_THRESHOLD, LARGE_BLOCK)
-    except (OSError, AttributeError):  # not glibc: nothing to adjust
-        pass
+    one_heap()
     try:
         _RESERVE.append(mmap.mmap(-1, RESERVE_BYTES, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_NORESERVE", 0)))
     except OSError:  # the cap leaves no room for it: the script comes first
@@ -214,6 +202,7 @@ def _exit_code(code: object) -> int:
 def _report(agent: Agent, exc: BaseException) -> None:
     if is_out_of_memory(exc):
         _release_reserve()
+        return_large_blocks()
     tb = _user_traceback(exc.__traceback__)
     exc.__traceback__ = tb  # excepthook prints the exception's own traceback, not its argument
     sys.excepthook(type(exc), exc, tb)
