@@ -2611,3 +2611,36 @@ def test_a_bessel_function_past_its_float32_range_is_unsafe_math_made_safe_by_it
     assert not torch.isfinite(torch.special.i0(large)).all()
     assert torch.isfinite(_safe("bessel", "special_i0", torch.special.i0, (large,), {})).all()
     assert "torch.special.i0e(x)" in FIXES["bessel"]
+
+
+@pytest.mark.parametrize("args, found", [((), True), (("sequence",), False)])
+def test_a_softmax_over_a_dim_of_size_one_is_named_from_the_watched_iteration(start_run, args, found) -> None:
+    """Scores folded to (seq * batch, 1) and normalised over dim 1 weigh every item by 1: found in the iteration
+    watched op by op, named with its line and the dim that holds the items. Normalised over the sequence, nothing."""
+    run, session = start_run(SCRIPTS / "attention_pool_softmax_over_one.py", *args)
+    wait_for(lambda: session.state == "ended", 60, "the script to end")
+    run.command("probe", name="shape.operands", params={})
+    wait_for(lambda: "shape.operands" in session.probe_results, 60, "the shape check's result")
+    result = session.probe_results["shape.operands"]
+    findings = [e.message for e in session.events if e.kind == "finding" and e.message.startswith("softmax_over_one")]
+
+    assert bool(findings) == found, findings
+    if found:
+        assert result.status == "fail" and result.data["cause"] == "batch_folded", (result.summary, result.evidence)
+        assert result.summary.startswith("softmax at attention_pool_softmax_over_one.py:26 normalises over dim 1 of "
+                                         "(768, 1), which has size 1"), result.summary
+        assert "dim 0 (768)" in result.fix
+    else:
+        assert result.data.get("cause") != "batch_folded", result.summary
+
+
+def test_a_top_one_routers_softmax_over_its_single_value_is_by_design() -> None:
+    scores = torch.randn(8, 5, 1, requires_grad=True)
+    with SilentShapes(8) as over_one:
+        torch.softmax(scores, dim=-1)
+    with SilentShapes(8) as router:
+        values, _ = torch.topk(torch.randn(8, 4, requires_grad=True), 1)
+        torch.softmax(values, dim=-1)
+
+    assert over_one.singleton_softmax is not None and over_one.singleton_softmax.dim == 2
+    assert router.singleton_softmax is None

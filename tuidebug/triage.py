@@ -28,6 +28,7 @@ FINDING_BRANCHES = {
     "warmup_unfinished": "learning", "evaluated_in_train_mode": "learning", "evaluation_renumbered": "learning",
     "loss_broadcast": "shape", "one_hot_width": "shape", "relabelled_view": "shape",
     "target_range": "shape", "batch_as_sequence": "shape", "ignored_class": "shape", "classes_last": "shape",
+    "softmax_over_one": "shape",
     "graphs_kept": "oom", "memory_growth": "oom", "container_growth": "oom",  # graphs or tensors kept across steps
 }
 # Which finding wins when there are several: what holds memory across steps (graphs, a growing
@@ -39,7 +40,7 @@ WEIGHTS_NOT_UPDATED = ("idle_optimizer", "weights_unchanged", "not_in_optimizer"
                        "no_optimizer_step")
 FINDING_ORDER = (("oom", ("graphs_kept", "container_growth")),
                  ("shape", ("loss_broadcast", "one_hot_width", "relabelled_view", "target_range", "batch_as_sequence",
-                            "ignored_class", "classes_last")),
+                            "ignored_class", "classes_last", "softmax_over_one")),
                  ("learning", WEIGHTS_NOT_UPDATED), ("oom", ("memory_growth",)), ("learning", None))
 # The trend of the run's own loss, judged on the medians of its first and last fifths (at least
 # TREND_STEPS steps): a loss that ends over DIVERGING times its start diverges (the NaN branch's

@@ -478,6 +478,7 @@ class Facts:
     pairing: Any = None  # ``shape.Pairing``: an op of a hand-written loss that paired (N,) with (N, 1)
     relabel: Any = None  # ``shape.Relabel``: a view that made the batch the first dim without moving the data
     batch_as_sequence: Any = None  # ``shape.BatchAsSequence``: a batch_first=False layer given the batch first
+    singleton_softmax: Any = None  # ``shape.SingletonSoftmax``: a softmax over a dim of size 1
     ignored_class: IgnoredClass | None = None  # a class loss's ignore_index met at real tokens (see IGNORED_SHARE)
     stale_grads: list[tuple[int, bool]] = field(default_factory=list)  # (step, grads non-zero at its first backward)
     zero_grad_steps: collections.deque = field(default_factory=lambda: collections.deque(maxlen=64))  # a zero_grad ran
@@ -587,6 +588,7 @@ class Facts:
                             ("relabelled_view", self._reordered), ("target_range", self._target_range),
                             ("classes_last", self._classes_last),
                             ("batch_as_sequence", lambda: self.batch_as_sequence and self.batch_as_sequence.text()),
+                            ("softmax_over_one", lambda: self.singleton_softmax and self.singleton_softmax.text()),
                             ("ignored_class", self._ignored_class),
                             ("stale_grads", self.never_reset), ("zero_grad_wipes", self._wiped),
                             ("not_in_optimizer", self._not_in_optimizer),
@@ -1216,6 +1218,7 @@ class Facts:
         if watch is not None:
             self.pairing, self.relabel = watch.pairing, watch.relabel
             self.batch_as_sequence = watch.batch_as_sequence
+            self.singleton_softmax = watch.singleton_softmax
 
     def observe_first_inputs(self, tensors: list[torch.Tensor], site: Site | None) -> None:
         """The model's first inputs: one that is a view of a tensor with the same sizes in another order,

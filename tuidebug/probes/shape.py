@@ -88,6 +88,8 @@ def operands(ctx: ProbeContext) -> ProbeOutcome:
         return _relabelled(facts.relabel)
     if facts.batch_as_sequence is not None:
         return _batch_as_sequence(facts.batch_as_sequence, facts.source_files)
+    if facts.singleton_softmax is not None:
+        return _singleton_softmax(facts.singleton_softmax)
     classes_last = next((c for c in facts.loss_calls.values() if c.classes_last), None)
     if classes_last is not None:
         return _classes_last(classes_last)
@@ -332,6 +334,24 @@ class Relabel:
 
 
 @dataclass
+class SingletonSoftmax:
+    """A softmax (or log_softmax) over a dim of size 1 of a tensor in the training's graph (``SilentShapes``):
+    every output is 1 (log: 0) whatever its input, and no gradient passes back through it. Attention scores
+    of shape (N, 1) normalised over dim 1 weigh every item by 1: the weights the layer means to learn are
+    never used."""
+
+    op: str
+    site: Site
+    shape: tuple[int, ...]
+    dim: int
+
+    def text(self) -> str:
+        value = "0" if self.op == "log_softmax" else "1"
+        return (f"{self.op} at {self.site} normalises {shape_text(self.shape)} over dim {self.dim}, which has size 1: "
+                f"every output is {value} whatever its input, and no gradient passes back through it")
+
+
+@dataclass
 class BatchAsSequence:
     """A sequence-first layer (batch_first=False) given the DataLoader's batch first, or a batch-first one
     given it second (``SilentShapes``)."""
@@ -443,6 +463,9 @@ def reordered(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
     return len(dims) >= 2 and dims != source and sorted(dims) == sorted(source)
 
 
+SOFTMAXES = ("softmax", "log_softmax", "_softmax", "_log_softmax")
+
+
 class SilentShapes(OpWatch):
     """What goes wrong without an error in one iteration of the user's code (``agent/watched_step.py``):
 
@@ -465,6 +488,8 @@ class SilentShapes(OpWatch):
         self.pairing: Pairing | None = None
         self.relabel: Relabel | None = None
         self.batch_as_sequence: BatchAsSequence | None = None
+        self.singleton_softmax: SingletonSoftmax | None = None
+        self._top_values: list[torch.Tensor] = []  # topk's values: a top-1 router's softmax over them is 1 by design
         self._flattened: dict[int, tuple[torch.Tensor, str, Site]] = {}
         self._stacked: dict[int, tuple[torch.Tensor, int, Site]] = {}
         self._class_rows: dict[int, tuple[torch.Tensor, Relabel]] = {}
@@ -472,8 +497,12 @@ class SilentShapes(OpWatch):
     def visit(self, name: str, args: tuple, kwargs: dict, result: Any, site: Site) -> None:
         if name in SEQUENCE_FIRST and args and isinstance(args[0], torch.Tensor):  # their result is a tuple
             self._sequence_first(name, args, site)
+        if name == "topk" and isinstance(result, tuple) and result and isinstance(result[0], torch.Tensor):
+            self._top_values.append(result[0])
         if not isinstance(result, torch.Tensor):
             return
+        if name in SOFTMAXES and args and isinstance(args[0], torch.Tensor) and self.singleton_softmax is None:
+            self._softmax(name, args, kwargs, site)
         if name in ("cat", "concat", "concatenate") and args and isinstance(args[0], (list, tuple)):
             self._joined(args[0], kwargs.get("dim", args[1] if len(args) > 1 else 0), result, site)
         if name in VIEWS and args and isinstance(args[0], torch.Tensor):
@@ -484,6 +513,14 @@ class SilentShapes(OpWatch):
                 self.relabel = dataclasses.replace(rows[1], loss=name)
         elif name in ELEMENTWISE and len(args) >= 2 and all(isinstance(a, torch.Tensor) for a in args[:2]):
             self._paired(name, args[0], args[1], result, site)
+
+    def _softmax(self, name: str, args: tuple, kwargs: dict, site: Site) -> None:
+        x, dim = args[0], kwargs.get("dim", args[1] if len(args) > 1 else None)
+        if not isinstance(dim, int) or x.dim() < 2 or not x.requires_grad or not -x.dim() <= dim < x.dim() \
+                or any(x is top for top in self._top_values):
+            return
+        if x.shape[dim] == 1 and x.numel() > 1:
+            self.singleton_softmax = SingletonSoftmax(name.lstrip("_"), site, tuple(x.shape), dim % x.dim())
 
     def _sequence_first(self, name: str, args: tuple, site: Site) -> None:
         """A layer reading (seq, batch, features) whose dim 0 is the DataLoader's batch and dim 1 is not: the
@@ -718,6 +755,21 @@ def _relabelled(found: Relabel) -> ProbeOutcome:
          "(seen in an iteration of the run watched op by op)"],
         f"move the dims first, then reshape, at {site.short}: x.{moved}.reshape({', '.join(map(str, found.after))})",
         data={"cause": "batch_folded"})
+
+
+def _singleton_softmax(found: SingletonSoftmax) -> ProbeOutcome:
+    """A softmax over a dim of size 1: the items it should weigh lie along another dim, or were folded into the
+    batch by a view before it."""
+    others = [f"dim {d} ({size})" for d, size in enumerate(found.shape) if d != found.dim and size > 1]
+    return ProbeOutcome(
+        FAIL, f"{found.op} at {found.site.short} normalises over dim {found.dim} of {shape_text(found.shape)}, which "
+        f"has size 1: every weight it gives is {'0' if found.op == 'log_softmax' else '1'}, so the items are summed, "
+        "never weighed, and the scores before it learn nothing", [found.text() + " (seen in an iteration of the run "
+                                                                   "watched op by op)",
+                                                                   f"the other dims: {', '.join(others)}"],
+        f"normalise over the dim that holds the items to weigh ({', '.join(others)}) at {found.site.short}: keep them "
+        "in their own dim (view the scores as (seq, batch) rather than folding the sequence into the batch) and pass "
+        "that dim to softmax", data={"cause": "batch_folded"})
 
 
 def _batch_as_sequence(found: BatchAsSequence, files: set[str]) -> ProbeOutcome:
