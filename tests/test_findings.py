@@ -2644,3 +2644,46 @@ def test_a_top_one_routers_softmax_over_its_single_value_is_by_design() -> None:
 
     assert over_one.singleton_softmax is not None and over_one.singleton_softmax.dim == 2
     assert router.singleton_softmax is None
+
+
+class _Flip:
+    """A random horizontal flip with its own generator, as MONAI's Randomizable transforms keep one."""
+
+    def __init__(self) -> None:
+        self.generator = torch.Generator().manual_seed(0)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flip(-1) if torch.rand((), generator=self.generator) < 0.5 else x
+
+
+class _PairedSlices(torch.utils.data.Dataset):
+    def __init__(self, image_transform: Any, mask_transform: Any) -> None:
+        self.images, self.masks = torch.randn(8, 1, 6, 6), (torch.randn(8, 1, 6, 6) > 0).float()
+        self.image_transform, self.mask_transform = image_transform, mask_transform
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        image, mask = self.images[index], self.masks[index]
+        image = self.image_transform(image)
+        mask = self.mask_transform(mask)
+        return image, mask
+
+
+def test_random_transforms_drawn_apart_for_an_image_and_its_mask_are_found_without_touching_the_runs_draws() -> None:
+    """One random flip object applied to the image and to the mask in two calls: each call draws its own. The
+    same flip on the image alone (the mask left as it is) is augmentation. Reading the items moves neither the
+    global generators nor the transform's own."""
+    from tuidebug.agent.sample_transforms import separate_random_transforms
+    flip = _Flip()
+    apart = _PairedSlices(flip, flip)
+    image_only = _PairedSlices(flip, lambda mask: mask)
+    torch_state, own_state = torch.get_rng_state(), flip.generator.get_state()
+
+    found = separate_random_transforms(apart)
+    assert [(attr, arg, site.function) for attr, arg, site in found] == [
+        ("image_transform", "image", "__getitem__"), ("mask_transform", "mask", "__getitem__")]
+    assert found[0][2].line == _PairedSlices.__getitem__.__code__.co_firstlineno + 2
+    assert separate_random_transforms(image_only) == []
+    assert torch.equal(torch.get_rng_state(), torch_state) and torch.equal(flip.generator.get_state(), own_state)

@@ -1377,6 +1377,8 @@ class Agent:
         checks_took = 0.0
         if self.checks.sampled(self.step):
             started = time.perf_counter()
+            if self.facts.drawn_apart is None and self.loop_uses_loader():
+                self.facts.transforms_drawn_apart(self.dataset())
             self._check_weights_move(skipped)
             self._check_idle_optimizers()
             self._tag_held_graphs()

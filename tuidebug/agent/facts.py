@@ -27,6 +27,7 @@ from tuidebug.agent.gradients import blocks_host, stacked_norms
 from tuidebug.agent.host_reads import HostReads
 from tuidebug.agent.memory import process_memory, release_free_heap
 from tuidebug.agent.resets import OptimizerResets
+from tuidebug.agent.sample_transforms import separate_random_transforms
 from tuidebug.probe_api import optimizer_params
 from tuidebug.probes.holders import SEARCH_NODES, graph_nodes
 from tuidebug.probes.shape import reordered
@@ -479,6 +480,7 @@ class Facts:
     relabel: Any = None  # ``shape.Relabel``: a view that made the batch the first dim without moving the data
     batch_as_sequence: Any = None  # ``shape.BatchAsSequence``: a batch_first=False layer given the batch first
     singleton_softmax: Any = None  # ``shape.SingletonSoftmax``: a softmax over a dim of size 1
+    drawn_apart: list[tuple[str, str, Site]] | None = None  # random transforms of a sample's parts in separate calls
     ignored_class: IgnoredClass | None = None  # a class loss's ignore_index met at real tokens (see IGNORED_SHARE)
     stale_grads: list[tuple[int, bool]] = field(default_factory=list)  # (step, grads non-zero at its first backward)
     zero_grad_steps: collections.deque = field(default_factory=lambda: collections.deque(maxlen=64))  # a zero_grad ran
@@ -589,6 +591,7 @@ class Facts:
                             ("classes_last", self._classes_last),
                             ("batch_as_sequence", lambda: self.batch_as_sequence and self.batch_as_sequence.text()),
                             ("softmax_over_one", lambda: self.singleton_softmax and self.singleton_softmax.text()),
+                            ("transforms_drawn_apart", self._drawn_apart),
                             ("ignored_class", self._ignored_class),
                             ("stale_grads", self.never_reset), ("zero_grad_wipes", self._wiped),
                             ("not_in_optimizer", self._not_in_optimizer),
@@ -827,6 +830,20 @@ class Facts:
         return (f"the model is evaluated in training mode{where}: {self.train_mode_evaluations} calls under "
                 f"torch.no_grad() whose output goes to the loss at {evaluation.loss_site}, with batch norm normalising "
                 "each batch by its own statistics")
+
+    def transforms_drawn_apart(self, dataset: Any) -> list[tuple[str, str, Site]]:
+        """The transforms the training dataset draws separately for a sample's parts (``sample_transforms``),
+        read once a run."""
+        if self.drawn_apart is None:
+            self.drawn_apart = separate_random_transforms(dataset) if dataset is not None else []
+        return self.drawn_apart
+
+    def _drawn_apart(self) -> str | None:
+        if not self.drawn_apart:
+            return None
+        calls = "; ".join(f"`self.{attr}({arg})` at {site}" for attr, arg, site in self.drawn_apart)
+        return (f"__getitem__ passes a sample's parts through random transforms in separate calls ({calls}): each call "
+                "draws its own, so the parts stop matching")
 
     def renumbered_evaluation(self, step: int) -> str | None:
         """The finding: an evaluation pass whose labels are numbered differently from its predictions (see

@@ -58,7 +58,7 @@ class Snapshot:
         snap.grads = [(p, None if p.grad is None else to_host(p.grad)) for p in params]
         snap.optimizers = [(opt, to_host(opt.state_dict())) for opt in optimizers]
         snap.stateful = [(obj, to_host(obj.state_dict())) for obj in stateful]
-        snap.rng = _rng_state()
+        snap.rng = rng_state()
         return snap
 
     def restore(self) -> None:
@@ -78,7 +78,7 @@ class Snapshot:
             opt.load_state_dict(copy.deepcopy(state))
         for obj, state in self.stateful:
             obj.load_state_dict(copy.deepcopy(state))
-        _set_rng_state(self.rng)
+        set_rng_state(self.rng)
         for action in self.after_restore:
             action()
 
@@ -94,7 +94,7 @@ class Snapshot:
         for saved_optimizer, state in self.optimizers:
             if saved_optimizer is original_optimizer:
                 optimizer.load_state_dict(copy.deepcopy(state))
-        _set_rng_state(self.rng)
+        set_rng_state(self.rng)
 
     def restore_schedulers(self, originals: list[Any], copies: list[Any]) -> None:
         """Load the states saved for ``originals`` (LR schedulers) into their copies."""
@@ -116,7 +116,7 @@ def _unique(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     return list(seen.values())
 
 
-def _rng_state() -> dict[str, Any]:
+def rng_state() -> dict[str, Any]:
     state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
     if torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -126,7 +126,7 @@ def _rng_state() -> dict[str, Any]:
     return state
 
 
-def _set_rng_state(state: dict[str, Any]) -> None:
+def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
     if "cuda" in state:

@@ -35,8 +35,8 @@ from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, optimizer_params, probe)
 from tuidebug.probes.source import (
-    assigned_name, assignment_before, assignment_target, assignments, backward_target, bias_inits, calls_named,
-    call_argument, enclosing_function, forced_requires_grad, freezes, grad_off_block, grad_switched_off,
+    assigned_name, assignment_before, assignment_target, assignments, backward_target, bias_inits,
+    calls_named, call_argument, enclosing_function, forced_requires_grad, freezes, grad_off_block, grad_switched_off,
     guarded_steps, hand_updates, in_files, indexed_attributes, keyword_values, module_site, option_defaults,
     rate_argument_line, rate_assignments, rate_name, returns_nothing, rewrapped, shuffles, unsorted_listings,
     weight_inits)
@@ -1872,7 +1872,8 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
     listed = [] if unequal or (where and _in_the_loop(ctx, where[0])) else \
         in_files(ctx.run.facts.source_files, unsorted_listings)
     where = [] if listed else where
-    if beats_shuffled or (not (unequal or listed) and (not memorises or generalises)):
+    drawn = [] if unequal or listed else ctx.run.facts.transforms_drawn_apart(dataset)
+    if beats_shuffled or (not (unequal or listed or drawn) and (not memorises or generalises)):
         return None, real
     evidence += [f"one sequence is shuffled on its own at {site}" for site in where]
     idle = [seen for seen in ctx.run.facts.loaders.values() if seen.shuffled and not seen.trained and seen.iterated]
@@ -1885,6 +1886,13 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
         where = [site for _, _, site in unequal]
     evidence += [f"file names are listed in the file system's order at {site}: labels kept in another order do "
                  "not follow them" for site in listed]
+    if drawn:
+        one = len({id(getattr(dataset, attr)) for attr, _, _ in drawn}) == 1
+        evidence.append("__getitem__ passes the parts of a sample through random transforms in separate calls, each "
+                        "drawing its own: " + "; ".join(f"`self.{attr}({arg})` at {site}" for attr, arg, site in drawn)
+                        + (" (one transform object)" if one else "")
+                        + "; reads of item 0 differ in each of those parts")
+        where = [site for _, _, site in drawn]
     if unequal:
         longest, shortest = max(unequal, key=lambda u: u[1]), min(unequal, key=lambda u: u[1])
         sources = _same_length(dataset, longest)
@@ -1894,6 +1902,11 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
         fix = (f"select the same samples in every container __getitem__ reads: `self.{longest[0]}` has {longest[1]} "
                f"entries{built} and `self.{shortest[0]}` {shortest[1]} (apply the same split or mask to both, where "
                "they are built)")
+    elif drawn:
+        lines = ", ".join(site.short for _, _, site in drawn)
+        fix = (f"draw one random transform for all of a sample's parts ({lines}): apply it to them together (a "
+               "dictionary transform over image and label, torchvision.transforms.v2 called as transform(image, "
+               "mask)), or give each call the same per-item seed")
     elif listed:
         fix = (f"sort the listing at {listed[0].short} (`sorted(os.listdir(...))`, `sorted(glob.glob(...))`) so that the "
                "files come in the order the labels were written in; better, read each file's label by its name")
@@ -1909,6 +1922,8 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
                "that returns both)" + (f": check {where[0].short} `{where[0].text}`" if where else
                                        ", and check the indexing in __getitem__"))
     trained = (f"training fits the batches it sees (loss {real[0]:.4g} -> {real[1]:.4g}) but" if memorises else
+               f"__getitem__ transforms a sample's parts with separate random draws ({drawn[0][2].short}), and "
+               "training on them" if drawn else
                f"__getitem__ pairs `self.{unequal[0][0]}` and `self.{unequal[1][0]}` of different lengths, and "
                "training on them" if unequal else
                f"the files are paired in listing order ({listed[0].short}), and training on them")

@@ -703,6 +703,26 @@ def indexed_attributes(cls: type, method: str = "__getitem__") -> list[tuple[str
     return found
 
 
+def attribute_calls(cls: type, method: str = "__getitem__") -> list[tuple[str, str, int]]:
+    """(attribute, argument, line) of each ``self.<attribute>(<name>, ...)`` in ``cls.method``: the transforms a
+    Dataset applies to each of a sample's parts (``img = self.img_transform(img)``)."""
+    function = getattr(cls, method, None)
+    try:
+        path = inspect.getsourcefile(function)
+        start = inspect.getsourcelines(function)[1]
+    except (TypeError, OSError):
+        return []
+    tree = _tree(path) if path else None
+    node = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == method
+                 and n.lineno <= start + 2 and (n.end_lineno or n.lineno) >= start), None) if tree else None
+    if node is None:
+        return []
+    return sorted((sub.func.attr, sub.args[0].id, sub.lineno) for sub in ast.walk(node)
+                  if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
+                  and isinstance(sub.func.value, ast.Name) and sub.func.value.id == "self"
+                  and sub.args and isinstance(sub.args[0], ast.Name))
+
+
 GRAD_OFF = {"no_grad", "inference_mode", "set_grad_enabled"}
 
 
