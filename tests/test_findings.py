@@ -2687,3 +2687,22 @@ def test_random_transforms_drawn_apart_for_an_image_and_its_mask_are_found_witho
     assert found[0][2].line == _PairedSlices.__getitem__.__code__.co_firstlineno + 2
     assert separate_random_transforms(image_only) == []
     assert torch.equal(torch.get_rng_state(), torch_state) and torch.equal(flip.generator.get_state(), own_state)
+
+
+def test_a_head_run_on_the_bodys_output_is_part_of_its_forward_pass_not_another() -> None:
+    """``model.classifier(model(x))``: two model outputs, one forward pass. An evaluation that gathers two
+    passes' outputs with their graphs holds more than a training step makes."""
+    facts, body, head = Facts(), nn.Linear(4, 4), nn.Linear(4, 2)
+    hidden = body(torch.randn(3, 4))
+    facts.tag_graph(hidden, 1, "model output")
+    logits = head(hidden)
+    facts.tag_graph(logits, 1, "model output", chained=True)
+    facts.step_done()
+    gathered = []
+    for _ in range(2):
+        gathered.append(body(torch.randn(3, 4)))
+        facts.tag_graph(gathered[-1], 2, "model output")
+
+    assert facts.outputs_per_step == 1
+    assert holders._outputs_in_graph([logits.grad_fn], 1) == 1
+    assert holders._outputs_in_graph([torch.cat(gathered).grad_fn], 2) == 2

@@ -566,7 +566,8 @@ class Agent:
         if isinstance(output, torch.Tensor):
             if output.grad_fn is not None and not self.probes.replaying:
                 model = self.observed.model
-                self.facts.tag_graph(output, self.step + 1, "model output", model is not None and not model.training)
+                self.facts.tag_graph(output, self.step + 1, "model output", model is not None and not model.training,
+                                     chained=self.facts.carried_input)
                 if self.facts.graphs_piling_up(self.step + 1):
                     self._report_findings()
         elif isinstance(output, (tuple, list, dict)):

@@ -34,7 +34,7 @@ SHAPE_MESSAGE = re.compile(
     r"doesn't match the broadcast|cannot be multiplied|Target size|expected input|input.size|hidden|equal size|"
     r"size of tensor|is invalid for input of size|number of dimensions|same number of|expected .*size|"
     r"should contain \d+ elements not \d+", re.I)
-ALLOCATION = re.compile(r"(?:tried to allocate|Tried to allocate)\s+([\d.]+)\s*([KMGT]?i?B|bytes)", re.I)
+ALLOCATION = re.compile(r"(?:tried to allocate|Unable to allocate)\s+([\d.]+)\s*([KMGT]?i?B|bytes)", re.I)
 UNITS = {"bytes": 1, "b": 1, "kb": 1e3, "kib": 2**10, "mb": 1e6, "mib": 2**20, "gb": 1e9, "gib": 2**30, "tb": 1e12,
          "tib": 2**40}
 MAX_OPERANDS = 8

@@ -401,6 +401,7 @@ class GraphTag:
     step: int
     what: str
     evaluating: bool = False  # a model output made in eval mode (with gradients on)
+    chained: bool = False  # a model output from inputs that carried a graph (a head run on the body's output): no new pass
 
 
 @dataclass
@@ -1116,11 +1117,12 @@ class Facts:
 
     # --- graphs kept alive across steps ------------------------------------------------------
 
-    def tag_graph(self, tensor: torch.Tensor, step: int, what: str, evaluating: bool = False) -> None:
+    def tag_graph(self, tensor: torch.Tensor, step: int, what: str, evaluating: bool = False,
+                  chained: bool = False) -> None:
         node = tensor.grad_fn
         if node is None:
             return
-        tag = GraphTag(step, what, evaluating)
+        tag = GraphTag(step, what, evaluating, chained)
         try:
             node.metadata["tuidebug"] = tag
         except (AttributeError, RuntimeError):
@@ -1128,7 +1130,7 @@ class Facts:
         if what in ("loss", "model output"):
             self.tags.append(weakref.ref(tag))
             self.tags_this_step += 1
-            self.outputs_this_step += what == "model output"
+            self.outputs_this_step += what == "model output" and not chained
         else:
             self.layer_tags.append(weakref.ref(tag))
 

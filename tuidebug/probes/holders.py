@@ -271,9 +271,11 @@ def _held_directly(value: Any) -> list[torch.Tensor]:
 
 
 def _outputs_in_graph(roots: list[Any], step: int) -> int:
-    """How many model outputs of ``step`` (their tags) the graphs from ``roots`` reach."""
+    """How many forward passes of ``step`` (their model outputs' tags) the graphs from ``roots`` reach; an output
+    computed from another's graph (a head run on the body's output) is part of that pass."""
     tags = (node.metadata.get("tuidebug") for node in graph_nodes(roots, SEARCH_NODES) if hasattr(node, "metadata"))
-    return len({id(tag) for tag in tags if tag is not None and tag.step == step and tag.what == "model output"})
+    return len({id(tag) for tag in tags if tag is not None and tag.step == step and tag.what == "model output"
+                and not tag.chained})
 
 
 def graph_nodes(roots: Any, limit: int) -> Iterator[Any]:
