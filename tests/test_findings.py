@@ -2706,3 +2706,17 @@ def test_a_head_run_on_the_bodys_output_is_part_of_its_forward_pass_not_another(
     assert facts.outputs_per_step == 1
     assert holders._outputs_in_graph([logits.grad_fn], 1) == 1
     assert holders._outputs_in_graph([torch.cat(gathered).grad_fn], 2) == 2
+
+
+@pytest.mark.parametrize("values, found", [(torch.softmax(torch.randn(4, 5), 1), True),
+                                           (torch.log_softmax(torch.randn(4, 5), 1), False),
+                                           (torch.log(torch.softmax(torch.randn(4, 5), 1) + 1e-8), False)])
+def test_kl_div_given_values_above_zero_is_given_no_log_probabilities(values, found) -> None:
+    """kl_div's input is a log-distribution, never above 0 (a log(p + eps) a hair above it at p = 1): a softmax
+    in place of log_softmax is found, with the loss named."""
+    facts = Facts()
+    facts.observe_loss(0, "kl_div", values, torch.softmax(torch.randn(4, 5), 1), lambda tensor: None)
+    facts.reads.flush()
+
+    assert facts.loss_calls[0].positive_log_probabilities == found
+    assert bool(facts._loss_input()) == found

@@ -37,6 +37,7 @@ CLASS_LOSSES = ("cross_entropy", "nll_loss")
 # The losses whose target is a probability: binary_cross_entropy refuses one outside [0, 1], the logits form
 # takes it and its loss falls without bound (8-bit masks of 0/255 are the usual way there).
 PROBABILITY_TARGETS = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
+LOG_ROUNDING = 1e-3  # a log-probability computed as log(p + eps) reaches eps above 0 at p = 1, no more
 # Findings need repeated evidence: STALE_CHECKS first-backward checks in a row with the gradients
 # already set (or STALE_CHECKS steps whose gradients a zero_grad after backward wiped); the graphs of
 # LEAKED_STEPS different earlier steps alive at once; NO_STEP_BACKWARDS backward passes with no step. One sample could be a pattern the loop means (accumulation, a graph
@@ -345,6 +346,12 @@ class LossCall:
         log-probabilities, which are never all non-negative."""
         return self.function in ("cross_entropy", "nll_loss") and (
             (self.input_producer or "").startswith("Softmax") or self.rows_sum_to_one)
+
+    @property
+    def positive_log_probabilities(self) -> bool:
+        """kl_div given values above 0 where it expects log-probabilities (never above 0): probabilities (a
+        softmax in place of log_softmax) or raw scores. LOG_ROUNDING allows a log(p + eps) at p = 1."""
+        return self.function == "kl_div" and self.input_max is not None and self.input_max > LOG_ROUNDING
 
     @functools.cached_property
     def broadcasts(self) -> bool:
@@ -911,6 +918,10 @@ class Facts:
                 loss = f"{call.loss_module} ({call.function})" if call.loss_module else call.function
                 return (f"{loss} at {call.site} gets probabilities{made} ({producer or 'rows sum to 1'}): "
                         "it expects logits (cross_entropy) or log-probabilities (nll_loss)")
+            if call.positive_log_probabilities:
+                made = f" made by {call.input_module}" if call.input_module else ""
+                return (f"{call.function} at {call.site} gets values up to {call.input_max:.3g}{made}: it expects "
+                        "log-probabilities, which are never above 0")
             if call.function == "binary_cross_entropy_with_logits" and producer.startswith("Sigmoid"):
                 made = f" made by {call.input_module}" if call.input_module else ""
                 return (f"{call.function} at {call.site} gets sigmoid outputs{made}: it applies the sigmoid "

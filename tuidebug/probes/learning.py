@@ -1244,6 +1244,8 @@ def loss_input(ctx: ProbeContext) -> ProbeOutcome:
         layer = f" by {call.input_module}" if call.input_module else ""
         if call.gets_probabilities:
             return _probabilities_to_class_loss(ctx, call, loss, layer, evidence)
+        if call.positive_log_probabilities:
+            return _not_log_probabilities(ctx, call, loss, layer, evidence)
         if call.function == "binary_cross_entropy_with_logits" and producer.startswith("Sigmoid"):
             where = _activation_sites(ctx, call, {"sigmoid", "Sigmoid"})
             evidence += [f"the sigmoid is applied at {site}" for site in where]
@@ -1279,6 +1281,22 @@ def _probabilities_to_class_loss(ctx: ProbeContext, call: Any, loss: str, layer:
     made_by = f" made{layer}" if layer else ""
     return ProbeOutcome(FAIL, f"{loss} at {call.site.split(' ')[0]} gets probabilities{made_by} {made}, but it expects "
                         f"{expects}", evidence, fix, data={"cause": "softmax_before_loss"})
+
+
+def _not_log_probabilities(ctx: ProbeContext, call: Any, loss: str, layer: str, evidence: list[str]) -> ProbeOutcome:
+    """kl_div given values above 0: its input is the log of a distribution (it computes target * (log target -
+    input)), so probabilities there make a loss that goes below 0 and a gradient that pulls the wrong way."""
+    softmax = (call.input_producer or "").startswith("Softmax") or call.rows_sum_to_one
+    where = _activation_sites(ctx, call, {"softmax", "Softmax"}) if softmax else []
+    evidence += [f"the softmax is applied at {site}" for site in where]
+    at = f" at {where[0].short}" if where else layer
+    made = "probabilities (rows that sum to 1)" if softmax else f"values up to {call.input_max:.3g}"
+    fix = (f"use log_softmax instead of the softmax{at} (or pass torch.log(p)) as {call.function}'s input" if softmax
+           else f"pass log-probabilities to {call.function} at {call.site.split(' ')[0]}: F.log_softmax(scores, dim)")
+    return ProbeOutcome(FAIL, f"{loss} at {call.site.split(' ')[0]} gets {made}{' made' + layer if layer else ''}, but "
+                        "it expects "
+                        "log-probabilities (never above 0): its loss falls below 0 and its gradient pulls the wrong way",
+                        evidence, fix, data={"cause": "softmax_before_loss"})
 
 
 def _relu_scores(ctx: ProbeContext, call: Any, loss: str, layer: str, evidence: list[str]) -> ProbeOutcome:
