@@ -41,7 +41,7 @@ class EvaluationPass:
 
     step: int  # the optimizer steps made before it
     classes: int
-    counts: torch.Tensor  # (classes * classes,) int64: labelled class * classes + predicted class
+    counts: torch.Tensor  # (classes * classes + 1,) int64: labelled class * classes + predicted class, then the ignored
     site: Site | None  # the user's line of its loss call
     calls: int = 0
     judged: bool = False
@@ -77,11 +77,13 @@ class EvaluationClasses:
         classes = scores.shape[1]
         if classes < 2 or classes > MAX_CLASSES or target.shape != scores.shape[:1]:
             return
-        with torch.no_grad():
+        with torch.no_grad():  # no host read here: the counts stay on the device until a pass is judged
             labels = target.detach().long()
-            kept = (labels >= 0) & (labels < classes)  # an ignore_index (-100) is no class
-            codes = labels[kept] * classes + scores.detach()[kept].argmax(1)
-            counts = torch.bincount(codes, minlength=classes * classes)
+            kept = (labels >= 0) & (labels < classes)  # an ignore_index (-100) is no class: counted past the end
+            codes = torch.where(kept, labels.clamp(0, classes - 1) * classes + scores.detach().argmax(1),
+                                classes * classes)
+            counts = torch.zeros(classes * classes + 1, dtype=torch.long, device=codes.device)
+            counts.scatter_add_(0, codes, torch.ones_like(codes))
         current = self._passes[-1] if self._passes else None
         if current is None or current.step != step or current.classes != classes:
             current = EvaluationPass(step, classes, torch.zeros_like(counts), site)
