@@ -9,6 +9,7 @@ import collections
 import copy
 from collections.abc import Callable
 import math
+import random
 import sys
 import types
 import weakref
@@ -2584,33 +2585,39 @@ def test_an_evaluation_whose_classes_are_numbered_otherwise_is_a_misalignment_pr
 
 
 def test_an_evaluation_of_a_model_that_has_not_learned_is_not_taken_for_renumbered_labels() -> None:
-    """One class predicted for most examples, or noise: no one-to-one matching scores far above the labels."""
+    """One class predicted for most examples, or noise: no one-to-one matching scores far above the labels. An
+    evaluation before the first step is not judged (an untrained model's clusters match any classes), and a
+    teacher's small no_grad loss at every step does not push a validation pass out before it is judged."""
     classes = EvaluationClasses()
     torch.manual_seed(0)
     labels = torch.randint(0, 5, (200,))
+    shifted = nn.functional.one_hot((labels + 2) % 5, 5).float()  # renumbered by two
     one_class = torch.zeros(200, 5)
     one_class[:, 3] = 1
-    classes.observe(1, one_class, labels, None)
+    classes.observe(0, shifted, labels, lambda: None)
+    classes.observe(1, one_class, labels, lambda: None)
     assert classes.renumbered(2) is None
-    classes.observe(2, torch.randn(200, 5), labels, None)
-    assert classes.renumbered(3) is None
-    classes.observe(3, nn.functional.one_hot((labels + 2) % 5, 5).float(), labels, None)  # renumbered by two
+    classes.observe(2, torch.randn(200, 5), labels, lambda: None)
+    assert classes.renumbered(3) is None and classes.judged == 2
+    classes.observe(3, shifted, labels, lambda: None)
+    for step in (4, 5, 6):  # a teacher's loss at each step: 8 examples a pass
+        classes.observe(step, torch.randn(8, 5), labels[:8], lambda: None)
 
-    found = classes.renumbered(4)
-    assert found is not None and found.raw == 0 and found.mapped == 1 and len(found.moves) == 5
+    found = classes.renumbered(7)
+    assert found is not None and found.step == 3 and found.raw == 0 and found.mapped == 1 and len(found.moves) == 5
 
 
 def test_a_bessel_function_past_its_float32_range_is_unsafe_math_made_safe_by_its_scaled_form() -> None:
-    """log(I0(kappa)) of a von Mises likelihood: I0 grows as exp(|x|) and is inf in float32 past about 91."""
+    """log(I0(kappa)) of a von Mises likelihood: I0 grows as exp(|x|), and torch's float32 I0 is inf from about 89."""
     from tuidebug.probes.unsafe_math import FIXES, _risk, _safe, category
     large = torch.tensor([30.0, 95.0])
 
-    assert category("special_i0") == category("i0") == "bessel"
+    assert category("special_i0") == category("i0") == category("cosh") == "growth"
     assert "grows as exp(|x|) and overflows torch.float32" in _risk("special_i0", (large,))
     assert _risk("special_i0", (torch.tensor([3.0]),)) is None
     assert not torch.isfinite(torch.special.i0(large)).all()
-    assert torch.isfinite(_safe("bessel", "special_i0", torch.special.i0, (large,), {})).all()
-    assert "torch.special.i0e(x)" in FIXES["bessel"]
+    assert torch.isfinite(_safe("growth", "special_i0", torch.special.i0, (large,), {})).all()
+    assert "torch.special.i0e(x)" in FIXES["growth"]
 
 
 @pytest.mark.parametrize("args, found", [((), True), (("sequence",), False)])
@@ -2635,58 +2642,78 @@ def test_a_softmax_over_a_dim_of_size_one_is_named_from_the_watched_iteration(st
 
 
 def test_a_top_one_routers_softmax_over_its_single_value_is_by_design() -> None:
-    scores = torch.randn(8, 5, 1, requires_grad=True)
+    """And attention over a single key ((batch, queries, 1) scores) is over one element by design: only scores
+    whose dim 0 folds the batch with another dim are a fold."""
     with SilentShapes(8) as over_one:
-        torch.softmax(scores, dim=-1)
+        torch.softmax(torch.randn(40, 1, requires_grad=True), dim=-1)
     with SilentShapes(8) as router:
-        values, _ = torch.topk(torch.randn(8, 4, requires_grad=True), 1)
+        values, _ = torch.topk(torch.randn(40, 4, requires_grad=True), 1)
         torch.softmax(values, dim=-1)
+    with SilentShapes(8) as single_key:
+        torch.softmax(torch.randn(8, 5, 1, requires_grad=True), dim=-1)
 
-    assert over_one.singleton_softmax is not None and over_one.singleton_softmax.dim == 2
-    assert router.singleton_softmax is None
+    assert over_one.singleton_softmax is not None and over_one.singleton_softmax.dim == 1
+    assert router.singleton_softmax is None and single_key.singleton_softmax is None
 
 
 class _Flip:
     """A random horizontal flip with its own generator, as MONAI's Randomizable transforms keep one."""
 
     def __init__(self) -> None:
-        self.generator = torch.Generator().manual_seed(0)
+        self.generator = random.Random(0)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return x.flip(-1) if torch.rand((), generator=self.generator) < 0.5 else x
+        return x.flip(-1) if self.generator.random() < 0.5 else x
 
 
 class _PairedSlices(torch.utils.data.Dataset):
-    def __init__(self, image_transform: Any, mask_transform: Any) -> None:
-        self.images, self.masks = torch.randn(8, 1, 6, 6), (torch.randn(8, 1, 6, 6) > 0).float()
-        self.image_transform, self.mask_transform = image_transform, mask_transform
+    """Images and their 0/1 masks; ``joint`` flips both with one draw, ``seeded`` reseeds before each call."""
+
+    def __init__(self, image_transform: Any, mask_transform: Any, joint: Any = None, seeded: bool = False) -> None:
+        self.images, self.masks = torch.randn(8, 1, 12, 12), (torch.randn(8, 1, 12, 12) > 0).float()
+        self.image_transform, self.mask_transform, self.joint, self.seeded = image_transform, mask_transform, joint, seeded
 
     def __len__(self) -> int:
         return len(self.images)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         image, mask = self.images[index], self.masks[index]
+        if self.joint is not None:
+            image, mask = self.joint(image, mask)
+        seed = random.randrange(2**31)
+        if self.seeded:
+            self.image_transform.generator.seed(seed)
         image = self.image_transform(image)
+        if self.seeded:
+            self.mask_transform.generator.seed(seed)
         mask = self.mask_transform(mask)
         return image, mask
 
 
+def _joint_flip(image: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return (image.flip(-1), mask.flip(-1)) if random.random() < 0.5 else (image, mask)
+
+
 def test_random_transforms_drawn_apart_for_an_image_and_its_mask_are_found_without_touching_the_runs_draws() -> None:
-    """One random flip object applied to the image and to the mask in two calls: each call draws its own. The
-    same flip on the image alone (the mask left as it is) is augmentation. Reading the items moves neither the
-    global generators nor the transform's own."""
+    """One random flip object applied to the image and to the mask in two calls: each call draws its own. A flip
+    of the image alone (the mask left as it is), one joint flip followed by separate deterministic calls, and one
+    seed given to both calls keep each image with its mask. Reading the items moves neither the global
+    generators nor the transform's own."""
     from tuidebug.agent.sample_transforms import separate_random_transforms
-    flip = _Flip()
-    apart = _PairedSlices(flip, flip)
-    image_only = _PairedSlices(flip, lambda mask: mask)
-    torch_state, own_state = torch.get_rng_state(), flip.generator.get_state()
+    flip, same = _Flip(), (lambda part: part)
+    apart, image_only = _PairedSlices(flip, flip), _PairedSlices(flip, same)
+    joint, seeded = _PairedSlices(same, same, joint=_joint_flip), _PairedSlices(_Flip(), _Flip(), seeded=True)
+    torch_state, python_state, own_state = torch.get_rng_state(), random.getstate(), flip.generator.getstate()
 
     found = separate_random_transforms(apart)
     assert [(attr, arg, site.function) for attr, arg, site in found] == [
         ("image_transform", "image", "__getitem__"), ("mask_transform", "mask", "__getitem__")]
-    assert found[0][2].line == _PairedSlices.__getitem__.__code__.co_firstlineno + 2
+    assert found[0][2].line == _PairedSlices.__getitem__.__code__.co_firstlineno + 7
     assert separate_random_transforms(image_only) == []
-    assert torch.equal(torch.get_rng_state(), torch_state) and torch.equal(flip.generator.get_state(), own_state)
+    assert separate_random_transforms(joint) == []
+    assert separate_random_transforms(seeded) == []
+    assert torch.equal(torch.get_rng_state(), torch_state) and random.getstate() == python_state
+    assert flip.generator.getstate() == own_state
 
 
 def test_a_head_run_on_the_bodys_output_is_part_of_its_forward_pass_not_another() -> None:

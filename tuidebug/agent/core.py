@@ -625,7 +625,10 @@ class Agent:
         """An evaluation's class scores and labels, counted per class (see ``evaluation_classes``)."""
         if isinstance(scores, torch.Tensor) and isinstance(target, torch.Tensor) and scores.dim() == 2 \
                 and scores.is_floating_point() and target.dim() == 1 and not target.is_floating_point():
-            self.facts.evaluation_classes.observe(self.step, scores, target, user_site())
+            try:
+                self.facts.evaluation_classes.observe(self.step, scores, target, user_site)
+            except Exception as exc:  # a check's bug must not take the script's evaluation down with it
+                self.event("error", f"could not count the evaluation's classes: {type(exc).__name__}: {exc}")
 
     def _observe_ignored(self, function: str, target: Any, index: int) -> None:
         """A class loss that ignores a target index of 0 or more, beside the model's input tokens: does the
@@ -1375,11 +1378,13 @@ class Agent:
         self._last_step_end = now
         self._read_memory(record)
         self._outputs.clear()
+        if self.step == 1:
+            return_large_blocks()
         checks_took = 0.0
         if self.checks.sampled(self.step):
-            started = time.perf_counter()
-            if self.facts.drawn_apart is None and self.loop_uses_loader():
+            if self.facts.drawn_apart is None and self.loop_uses_loader():  # once a run, some reads of one item
                 self.facts.transforms_drawn_apart(self.dataset())
+            started = time.perf_counter()
             self._check_weights_move(skipped)
             self._check_idle_optimizers()
             self._tag_held_graphs()
@@ -1391,8 +1396,6 @@ class Agent:
         if self.client is not None:
             self.client.send_metric(record)
         self._maybe_checkpoint(record.step_seconds)
-        if self.step == 1:
-            return_large_blocks()
         self.control.after_step(self.step)
         self.watched_step.begin(self.step, self.observed.input_size,
                                     None if self.watched_step.done else self.loader_batch_size())

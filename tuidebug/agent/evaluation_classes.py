@@ -12,6 +12,7 @@ Nothing here runs on a training step.
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -41,9 +42,10 @@ class EvaluationPass:
 
     step: int  # the optimizer steps made before it
     classes: int
+    device: torch.device
     counts: torch.Tensor  # (classes * classes + 1,) int64: labelled class * classes + predicted class, then the ignored
     site: Site | None  # the user's line of its loss call
-    calls: int = 0
+    samples: int = 0  # examples counted, known without reading the counts
     judged: bool = False
 
 
@@ -68,41 +70,60 @@ class Renumbered:
 
 
 class EvaluationClasses:
-    def __init__(self) -> None:
-        self._passes: collections.deque[EvaluationPass] = collections.deque(maxlen=2)
-        self._count = 0
+    """The evaluation passes of a run: the one in progress, and the last two finished ones large enough to judge
+    (a no_grad class loss inside every training step, a teacher's or a logged metric's, makes a small pass a step:
+    those do not push a validation pass out before it is judged)."""
 
-    def observe(self, step: int, scores: torch.Tensor, target: torch.Tensor, site: Site | None) -> None:
-        """A class loss's (N, C) scores and (N,) class labels at an evaluation after ``step`` optimizer steps."""
+    def __init__(self) -> None:
+        self._current: EvaluationPass | None = None
+        self._finished: collections.deque[EvaluationPass] = collections.deque(maxlen=2)
+        self._count = 0
+        self.judged = 0  # passes judged
+
+    def observe(self, step: int, scores: torch.Tensor, target: torch.Tensor, site: Callable[[], Site | None]) -> None:
+        """A class loss's (N, C) scores and (N,) class labels at an evaluation after ``step`` optimizer steps;
+        ``site`` gives the user's line, asked once a pass."""
         classes = scores.shape[1]
-        if classes < 2 or classes > MAX_CLASSES or target.shape != scores.shape[:1]:
+        if classes < 2 or classes > MAX_CLASSES or target.shape != scores.shape[:1] or target.device != scores.device:
             return
-        with torch.no_grad():  # no host read here: the counts stay on the device until a pass is judged
+        # no host read here: the counts stay on the device until a pass is judged. Counts made under inference
+        # mode (Lightning's validation) are inference tensors, which no later update outside it may write to.
+        with torch.no_grad(), torch.inference_mode(False):
             labels = target.detach().long()
             kept = (labels >= 0) & (labels < classes)  # an ignore_index (-100) is no class: counted past the end
             codes = torch.where(kept, labels.clamp(0, classes - 1) * classes + scores.detach().argmax(1),
                                 classes * classes)
-            counts = torch.zeros(classes * classes + 1, dtype=torch.long, device=codes.device)
-            counts.scatter_add_(0, codes, torch.ones_like(codes))
-        current = self._passes[-1] if self._passes else None
-        if current is None or current.step != step or current.classes != classes:
-            current = EvaluationPass(step, classes, torch.zeros_like(counts), site)
-            self._passes.append(current)
-            self._count += 1
-        current.counts += counts
-        current.calls += 1
+            current = self._current
+            if current is None or (current.step, current.classes, current.device) != (step, classes, codes.device):
+                self._finish()
+                current = self._current = EvaluationPass(
+                    step, classes, codes.device, torch.zeros(classes * classes + 1, dtype=torch.long,
+                                                             device=codes.device), site())
+                self._count += 1
+            current.counts.scatter_add_(0, codes, torch.ones_like(codes))
+        current.samples += int(target.shape[0])
+
+    def _finish(self) -> None:
+        if self._current is not None and self._current.samples >= MIN_SAMPLES:
+            self._finished.append(self._current)
+        self._current = None
 
     def passes(self) -> int:
         """How many evaluation passes were seen."""
         return self._count
 
     def renumbered(self, current_step: int, ended: bool = False) -> Renumbered | None:
-        """The latest finished pass (or, once the script ended, the one in progress too) if its labels
-        are numbered differently from its predictions; each pass is read once."""
-        for seen in reversed(self._passes):
-            if (seen.step >= current_step and not ended) or seen.judged:
+        """The latest finished pass after training began (or, once the script ended, the one in progress too)
+        if its labels are numbered differently from its predictions; each pass is read once. Asked only once the
+        training loss has fallen (a model that has not learned yet may match its labels to anything)."""
+        current = self._current
+        if current is not None and (current.step < current_step or ended):
+            self._finish()
+        for seen in reversed(self._finished):
+            if seen.judged or seen.step == 0:  # before any step, an untrained model's clusters match nothing
                 continue
             seen.judged = True
+            self.judged += 1
             found = _judge(seen)
             if found is not None:
                 return found
@@ -121,7 +142,7 @@ def _judge(seen: EvaluationPass) -> Renumbered | None:
     moves = [(label, predicted, rows[label][predicted], sum(rows[label]))
              for label, predicted in sorted(mapping.items()) if predicted != label]
     raw = sum(rows[label][label] for label in range(classes)) / samples
-    mapped = sum(rows[label][mapping.get(label, label)] for label in range(classes)) / samples
+    mapped = sum(rows[label][predicted] for label, predicted in mapping.items()) / samples
     if len(moves) < 2 or mapped < MAPPED or raw > RAW_SHARE * mapped:
         return None
     return Renumbered(seen.step, samples, raw, mapped, moves, seen.site)

@@ -37,6 +37,9 @@ CLASS_LOSSES = ("cross_entropy", "nll_loss")
 # The losses whose target is a probability: binary_cross_entropy refuses one outside [0, 1], the logits form
 # takes it and its loss falls without bound (8-bit masks of 0/255 are the usual way there).
 PROBABILITY_TARGETS = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
+# The training loss has fallen when the median of its last four steps is under LEARNED of its first: the model
+# then predicts its training classes, and an evaluation that matches other classes is numbered otherwise.
+LEARNED = 0.8
 LOG_ROUNDING = 1e-3  # a log-probability computed as log(p + eps) reaches eps above 0 at p = 1, no more
 # Findings need repeated evidence: STALE_CHECKS first-backward checks in a row with the gradients
 # already set (or STALE_CHECKS steps whose gradients a zero_grad after backward wiped); the graphs of
@@ -613,7 +616,7 @@ class Facts:
                             ("graph_cut", self._graph_cut),
                             ("eval_mode", self._eval_mode), ("loss_input", self._loss_input),
                             ("evaluated_in_train_mode", self.evaluated_in_train_mode),
-                            ("evaluation_renumbered", lambda: self.renumbered_evaluation(step)),
+                            ("evaluation_renumbered", lambda: self.renumbered_evaluation(step, losses())),
                             ("no_optimizer_step", self._no_step), ("loss_without_backward", self._no_backward),
                             ("lr_schedule", lambda: self._schedule(step)),
                             ("lr_collapsed", lambda: self._collapsed_rate(step)),
@@ -853,10 +856,13 @@ class Facts:
         return (f"__getitem__ passes a sample's parts through random transforms in separate calls ({calls}): each call "
                 "draws its own, so the parts stop matching")
 
-    def renumbered_evaluation(self, step: int) -> str | None:
+    def renumbered_evaluation(self, step: int, losses: list[float | None]) -> str | None:
         """The finding: an evaluation pass whose labels are numbered differently from its predictions (see
-        ``evaluation_classes``); once the script ended, its last pass counts too."""
-        if self.renumbered is None:
+        ``evaluation_classes``), once the training loss (``losses``, oldest first) has fallen below LEARNED of
+        its start; once the script ended, its last pass counts too."""
+        values = [loss for loss in losses if loss is not None and math.isfinite(loss)]
+        learned = len(values) >= 8 and values[0] > 0 and statistics.median(values[-4:]) < LEARNED * values[0]
+        if self.renumbered is None and learned:
             self.renumbered = self.evaluation_classes.renumbered(step, ended=self.script_ended)
         return self.renumbered.text() if self.renumbered is not None else None
 

@@ -20,26 +20,56 @@ from tuidebug.agent.snapshot import rng_state, set_rng_state
 from tuidebug.probes.source import attribute_calls
 from tuidebug.sites import Site
 
-READS = 6  # reads of one item: two parts drawn alike in all six, (1/3 x 1/2)^5 for a rotation and a flip
+READS = 12  # reads of one item: enough that an image's rotation or flip repeats while its mask's differs
+MASK_VALUES = 64  # a dense label (a mask, a label map) holds a few distinct values
 
 
 def separate_random_transforms(dataset: Any) -> list[tuple[str, str, Site]]:
-    """(attribute, argument, line) of the transforms ``__getitem__`` applies to two or more parts of a sample in
-    separate calls, when they draw at random: READS reads of item 0 differ in two parts or more. A random
-    transform of the input alone (colour jitter) changes one part only."""
-    calls = [(attr, arg, line) for attr, arg, line in attribute_calls(type(dataset))
-             if callable(value := getattr(dataset, attr, None)) and not inspect.ismethod(value)
-             and not isinstance(value, torch.nn.Module)]
-    if len({arg for _, arg, _ in calls}) < 2:
+    """(attribute, argument, line) of the transforms ``__getitem__`` applies to an image and its dense label
+    (two parts of one height and width, one of them with few distinct values) in separate calls, when their
+    draws are independent: over READS reads of item 0, one read repeats the image of an earlier read while
+    its label differs. A shared seed or a joint transform keeps each image with its one label; a random
+    transform of the image alone (colour jitter) leaves the label as it is. Nothing found if anything raises."""
+    try:
+        calls = [(attr, arg, line) for attr, arg, line in attribute_calls(type(dataset))
+                 if callable(value := getattr(dataset, attr, None)) and not inspect.ismethod(value)
+                 and not isinstance(value, torch.nn.Module)]
+        if len({arg for _, arg, _ in calls}) < 2:
+            return []
+        reads = _reads_of_a_copy(dataset, {attr for attr, _, _ in calls})
+        if not reads or not all(isinstance(read, (tuple, list)) and len(read) == len(reads[0]) for read in reads):
+            return []
+        if not _drawn_apart(reads):
+            return []
+        path = inspect.getsourcefile(type(dataset).__getitem__)
+    except Exception:  # the script's own dataset: whatever its attributes or items raise, nothing is found
         return []
-    reads = _reads_of_a_copy(dataset, {attr for attr, _, _ in calls})
-    if not reads or not all(isinstance(read, (tuple, list)) and len(read) == len(reads[0]) for read in reads):
-        return []
-    varying = [any(not _equal_parts(part, read[index]) for read in reads[1:]) for index, part in enumerate(reads[0])]
-    if sum(varying) < 2:
-        return []
-    path = inspect.getsourcefile(type(dataset).__getitem__)
     return [(attr, arg, Site(path, line, "__getitem__")) for attr, arg, line in calls]
+
+
+def _drawn_apart(reads: list[Any]) -> bool:
+    """Whether some image part, repeated across reads, comes with a different label part."""
+    parts = range(len(reads[0]))
+    for image in parts:
+        for label in parts:
+            if image == label or not _image_and_label(reads[0][image], reads[0][label]):
+                continue
+            for later, read in enumerate(reads[1:], 1):
+                if any(_equal_parts(read[image], earlier[image]) and not _equal_parts(read[label], earlier[label])
+                       for earlier in reads[:later]):
+                    return True
+    return False
+
+
+def _image_and_label(image: Any, label: Any) -> bool:
+    """An image and its dense label: tensors (or arrays) of one height and width, the label with few distinct
+    values."""
+    numpy = sys.modules.get("numpy")
+    image, label = (torch.as_tensor(part) if numpy is not None and isinstance(part, numpy.ndarray) else part
+                    for part in (image, label))
+    return isinstance(image, torch.Tensor) and isinstance(label, torch.Tensor) and image.dim() >= 2 \
+        and label.dim() >= 2 and image.shape[-2:] == label.shape[-2:] and image.numel() > label.numel() // 2 \
+        and len(torch.unique(label)) <= MASK_VALUES < len(torch.unique(image))
 
 
 def _reads_of_a_copy(dataset: Any, transforms: set[str]) -> list[Any]:
@@ -48,8 +78,9 @@ def _reads_of_a_copy(dataset: Any, transforms: set[str]) -> list[Any]:
     state = rng_state()
     try:
         trial = copy.copy(dataset)
-        for attr in transforms:
-            setattr(trial, attr, copy.deepcopy(getattr(dataset, attr)))
+        # copied together: one object under two names (the same transform for the image and the mask) stays one
+        for attr, value in copy.deepcopy({attr: getattr(dataset, attr) for attr in transforms}).items():
+            setattr(trial, attr, value)
         return [trial[0] for _ in range(READS)]
     except Exception:  # the script's own dataset and transforms: whatever they raise, nothing is found
         return []

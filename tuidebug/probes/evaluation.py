@@ -18,14 +18,19 @@ from tuidebug.probes.source import in_files, unsorted_listings
 def evaluation(ctx: ProbeContext) -> ProbeOutcome:
     facts = ctx.run.facts
     step = ctx.history[-1].step if ctx.history else 0
-    facts.renumbered_evaluation(step)
+    facts.renumbered_evaluation(step, [s.loss for s in ctx.history])
     found = facts.renumbered
     if found is None:
         seen = facts.evaluation_classes.passes()
         if not seen:
             return ProbeOutcome(INCONCLUSIVE, "no evaluation with a class loss (cross_entropy, nll_loss) under "
                                 "torch.no_grad() was seen")
-        return ProbeOutcome(PASS, f"the evaluation's labels follow its predictions' numbering ({seen} passes seen)")
+        judged = facts.evaluation_classes.judged
+        if judged:
+            return ProbeOutcome(PASS, f"the evaluation's labels follow its predictions' numbering ({judged} of {seen} "
+                                "passes judged, once the training loss had fallen)")
+        return ProbeOutcome(INCONCLUSIVE, f"{seen} evaluation pass(es) seen, none judged: too few examples, or the "
+                            "training loss had not fallen yet")
     evidence = [found.text()]
     evidence += [f"labelled class {label} is predicted as class {predicted} for {hits} of its {total} examples"
                  for label, predicted, hits, total in found.moves[:3]]

@@ -35,8 +35,8 @@ from tuidebug.batches import map_tensors, tensors_in
 from tuidebug.probe_api import (FAIL, INCONCLUSIVE, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext,
                                 ProbeOutcome, optimizer_params, probe)
 from tuidebug.probes.source import (
-    assigned_name, assignment_before, assignment_target, assignments, backward_target, bias_inits,
-    calls_named, call_argument, enclosing_function, forced_requires_grad, freezes, grad_off_block, grad_switched_off,
+    assigned_name, assignment_before, assignment_target, assignments, backward_target, bias_inits, calls_named,
+    call_argument, enclosing_function, forced_requires_grad, freezes, grad_off_block, grad_switched_off,
     guarded_steps, hand_updates, in_files, indexed_attributes, keyword_values, module_site, option_defaults,
     rate_argument_line, rate_assignments, rate_name, returns_nothing, rewrapped, shuffles, unsorted_listings,
     weight_inits)

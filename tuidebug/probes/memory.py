@@ -720,7 +720,7 @@ def _kept_more_than(found: list[holders.Holding], asked: int) -> list[holders.Ho
     owners: dict[str, list[holders.Holding]] = {}
     for holder in found:
         # a container filled when its object was built (a dataset loaded in memory) is not what the steps add
-        if holder.oldest is None and not (holder.line or "").endswith(" in __init__()"):
+        if holder.oldest is None and " in __init__()" not in (holder.line or ""):
             owners.setdefault(holder.name.rsplit(".", 1)[0], []).append(holder)
     fullest = max(owners.values(), key=lambda group: sum(h.bytes for h in group), default=[])
     return fullest if asked and sum(h.bytes for h in fullest) >= asked else []

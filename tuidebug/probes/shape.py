@@ -335,10 +335,10 @@ class Relabel:
 
 @dataclass
 class SingletonSoftmax:
-    """A softmax (or log_softmax) over a dim of size 1 of a tensor in the training's graph (``SilentShapes``):
-    every output is 1 (log: 0) whatever its input, and no gradient passes back through it. Attention scores
-    of shape (N, 1) normalised over dim 1 weigh every item by 1: the weights the layer means to learn are
-    never used."""
+    """A softmax (or log_softmax) over a dim of size 1 of a tensor in the training's graph whose dim 0 folds the
+    batch with another dim (``SilentShapes``): every output is 1 (log: 0) whatever its input, and no gradient
+    passes back through it. Attention scores viewed as (seq * batch, 1) and normalised over dim 1 weigh every
+    item by 1: the weights the layer means to learn are never used."""
 
     op: str
     site: Site
@@ -519,7 +519,11 @@ class SilentShapes(OpWatch):
         if not isinstance(dim, int) or x.dim() < 2 or not x.requires_grad or not -x.dim() <= dim < x.dim() \
                 or any(x is top for top in self._top_values):
             return
-        if x.shape[dim] == 1 and x.numel() > 1:
+        # Only where dim 0 holds the batch folded with another dim (seq * batch rows): attention over a single
+        # key, or a router with one expert, normalises over one element by design.
+        batch = self.loader_batch or self.batch
+        folded = bool(batch) and batch >= 2 and x.shape[0] % batch == 0 and x.shape[0] // batch >= 2
+        if x.shape[dim] == 1 and folded:
             self.singleton_softmax = SingletonSoftmax(name.lstrip("_"), site, tuple(x.shape), dim % x.dim())
 
     def _sequence_first(self, name: str, args: tuple, site: Site) -> None:

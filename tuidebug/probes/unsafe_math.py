@@ -56,8 +56,8 @@ CATEGORIES = {
     "divide": {"div", "div_", "true_divide", "__truediv__", "__rtruediv__", "__rdiv__", "__itruediv__", "reciprocal",
                "reciprocal_", "rsqrt", "floor_divide", "__floordiv__"},
     "exp": {"exp", "exp_", "exp2", "expm1"},
-    # grow as exp(|x|): I0(89.4) is finite in float32, its gradient I1 past 88.7 or so is not
-    "bessel": {"i0", "i0_", "special_i0", "special_i1", "sinh", "cosh"},
+    # grow as exp(|x|): torch computes I0 and I1 through exp(x), inf in float32 from about 89
+    "growth": {"i0", "i0_", "special_i0", "special_i1", "sinh", "cosh"},
     "sqrt": {"sqrt", "sqrt_"},
     "pow": {"pow", "pow_", "__pow__", "__rpow__", "float_power"},
     "acos": {"acos", "asin", "arccos", "arcsin", "acos_", "asin_", "atanh"},
@@ -81,8 +81,9 @@ FIXES = {
     "exp": "avoid exp of large values: subtract the row maximum first (x - x.max(dim, keepdim=True).values), "
            "or use torch.softmax / torch.logsumexp",
     "sqrt": "sqrt(x + eps) or x.clamp_min(eps).sqrt(): the gradient of sqrt at 0 is infinite",
-    "bessel": "use the exponentially scaled form, which never overflows: torch.log(torch.special.i0(x)) is "
-              "torch.log(torch.special.i0e(x)) + x.abs() (i1e for i1), or clamp the argument below 80",
+    "growth": "a Bessel function: use its exponentially scaled form, which never overflows (torch.log(torch.special."
+              "i0(x)) is torch.log(torch.special.i0e(x)) + x.abs(), i1e for i1); sinh / cosh: stay in log space "
+              "(log cosh x = |x| + log1p(exp(-2|x|)) - log 2) or clamp the argument below 80",
     "pow": "take the power of x.abs() + eps (or clamp the base): a fractional power at 0 has an infinite gradient, "
            "and of a negative base is NaN",
     "acos": "clamp strictly inside the domain: x.clamp(-1 + eps, 1 - eps).acos(): the gradient of acos at ±1 is infinite",
@@ -100,8 +101,8 @@ FIXES = {
 }
 NODE_OPS = {"Sqrt": "sqrt", "Rsqrt": "divide", "Pow": "pow", "Acos": "acos", "Asin": "acos", "Log": "log",
             "Log2": "log", "Log10": "log", "Log1p": "log", "Logdet": "logdet", "Div": "divide", "Reciprocal": "divide",
-            "Exp": "exp", "Norm": "norm", "I0": "bessel", "SpecialI0": "bessel", "SpecialI1": "bessel",
-            "Sinh": "bessel", "Cosh": "bessel",
+            "Exp": "exp", "Norm": "norm", "I0": "growth", "SpecialI1": "growth", "Sinh": "growth",
+            "Cosh": "growth",
             "LinalgVectorNorm": "norm", "Cdist": "norm", "Softmax": "softmax", "LogSoftmax": "softmax",
             "Atanh": "acos", "Std": "statistics", "Var": "statistics", "StdMean": "statistics",
             "VarMean": "statistics"}
@@ -352,7 +353,7 @@ def _risk(name: str, args: tuple) -> str | None:
             return f"division by values at or near 0 (min |denominator| {float(denominator.abs().min()):.3g})"
     if kind == "exp" and float(x.max()) > EXP_LIMIT.get(x.dtype, 80.0):
         return f"exp of large values (max {float(x.max()):.3g}) overflows {x.dtype}"
-    if kind == "bessel" and float(x.abs().max()) > EXP_LIMIT.get(x.dtype, 80.0):
+    if kind == "growth" and float(x.abs().max()) > EXP_LIMIT.get(x.dtype, 80.0):
         return f"{name} of large values (max |x| {float(x.abs().max()):.3g}) grows as exp(|x|) and overflows {x.dtype}"
     if kind == "sqrt" and float(x.min()) <= 0:
         return f"sqrt at {float(x.min()):.3g}: an infinite or NaN gradient in backward"
@@ -501,7 +502,7 @@ def _safe(kind: str, name: str, func: Any, args: tuple, kwargs: dict) -> Any:
         args[0] = args[0].clamp(-1 + EPS, 1 - EPS)
     elif kind == "exp" and isinstance(args[0], torch.Tensor):
         args[0] = args[0].clamp_max(EXP_LIMIT.get(args[0].dtype, 80.0))
-    elif kind == "bessel" and isinstance(args[0], torch.Tensor):
+    elif kind == "growth" and isinstance(args[0], torch.Tensor):
         limit = EXP_LIMIT.get(args[0].dtype, 80.0)
         args[0] = args[0].clamp(-limit, limit)
     elif kind == "pow" and isinstance(args[0], torch.Tensor):
