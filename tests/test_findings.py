@@ -1107,6 +1107,15 @@ def check_at(start_run, script: str, check: str, break_at: int):
     return session.probe_results[check]
 
 
+def check_after_end(start_run, script: str, check: str, *args: str, timeout: float = 60):
+    """``check``'s result on ``script`` (run with ``args``) once it has ended, and the run's session."""
+    run, session = start_run(SCRIPTS / script, *args)
+    wait_for(lambda: session.state == "ended", 60, "the script to end")
+    run.command("probe", name=check, params={})
+    wait_for(lambda: check in session.probe_results, timeout, f"{check}'s result")
+    return session.probe_results[check], session
+
+
 def test_a_mixture_of_probabilities_given_to_nll_loss_is_named_with_the_log_as_its_fix(start_run) -> None:
     """No softmax makes the loss's input (a gate mixes two), but its rows are non-negative and sum to 1:
     nll_loss reads probabilities where it expects log-probabilities."""
@@ -1719,11 +1728,7 @@ def test_a_schedule_that_anneals_with_the_runs_end_is_judged_at_its_peak_not_as_
     """A cosine sized to the run ends below 1e-3 of its peak at the last step, by design: no decay to nothing.
     Its rate is judged at the peak once the script has ended: a good one passes, one far too low is named (the
     replays run at the peak). A per-batch ExponentialLR that collapses half-way is still a decay to nothing."""
-    run, session = start_run(SCRIPTS / "cosine_to_the_end.py", *args)
-    wait_for(lambda: session.state == "ended", 60, "the script to end")
-    run.command("probe", name="learning.rate", params={})
-    wait_for(lambda: "learning.rate" in session.probe_results, 120, "the rate check's result")
-    result = session.probe_results["learning.rate"]
+    result, _ = check_after_end(start_run, "cosine_to_the_end.py", "learning.rate", *args, timeout=120)
 
     annealed = any("anneals the rate" in line and "judged at its peak" in line for line in result.evidence)
     assert annealed == (cause != "lr_schedule_decay"), (result.summary, result.evidence)
@@ -2567,11 +2572,7 @@ def test_an_evaluation_whose_classes_are_numbered_otherwise_is_a_misalignment_pr
     """The training learns; the held-out split's labels are shifted by one class. Its predictions, matched
     one-to-one to the labels, score far above the labels as given: a finding as the run goes, and the
     evaluation check names the loss line. Numbered as the training's, nothing is found."""
-    run, session = start_run(SCRIPTS / "evaluation_classes_renumbered.py", *args)
-    wait_for(lambda: session.state == "ended", 60, "the script to end")
-    run.command("probe", name="learning.evaluation", params={})
-    wait_for(lambda: "learning.evaluation" in session.probe_results, 60, "the evaluation check's result")
-    result = session.probe_results["learning.evaluation"]
+    result, session = check_after_end(start_run, "evaluation_classes_renumbered.py", "learning.evaluation", *args)
     found = [e.message for e in session.events if e.kind == "finding" and e.message.startswith("evaluation_renumbered")]
 
     assert bool(found) == renumbered, found
@@ -2624,11 +2625,7 @@ def test_a_bessel_function_past_its_float32_range_is_unsafe_math_made_safe_by_it
 def test_a_softmax_over_a_dim_of_size_one_is_named_from_the_watched_iteration(start_run, args, found) -> None:
     """Scores folded to (seq * batch, 1) and normalised over dim 1 weigh every item by 1: found in the iteration
     watched op by op, named with its line and the dim that holds the items. Normalised over the sequence, nothing."""
-    run, session = start_run(SCRIPTS / "attention_pool_softmax_over_one.py", *args)
-    wait_for(lambda: session.state == "ended", 60, "the script to end")
-    run.command("probe", name="shape.operands", params={})
-    wait_for(lambda: "shape.operands" in session.probe_results, 60, "the shape check's result")
-    result = session.probe_results["shape.operands"]
+    result, session = check_after_end(start_run, "attention_pool_softmax_over_one.py", "shape.operands", *args)
     findings = [e.message for e in session.events if e.kind == "finding" and e.message.startswith("softmax_over_one")]
 
     assert bool(findings) == found, findings

@@ -678,18 +678,23 @@ def _call_at(path: str, line: int) -> ast.Call | None:
     return statement.value if statement is not None and isinstance(statement.value, ast.Call) else None
 
 
-def indexed_attributes(cls: type, method: str = "__getitem__") -> list[tuple[str, int]]:
-    """(attribute, line) of each ``self.<attribute>[...<index>...]`` in ``cls.method``, where ``<index>``
-    is the method's first parameter: the containers a Dataset reads each sample from."""
+def _method_node(cls: type, method: str) -> ast.FunctionDef | None:
+    """The definition of ``cls.method`` in its source file's syntax tree (None where there is no source)."""
     function = getattr(cls, method, None)
     try:
         path = inspect.getsourcefile(function)
         start = inspect.getsourcelines(function)[1]
     except (TypeError, OSError):
-        return []
+        return None
     tree = _tree(path) if path else None
-    node = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == method
+    return next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == method
                  and n.lineno <= start + 2 and (n.end_lineno or n.lineno) >= start), None) if tree else None
+
+
+def indexed_attributes(cls: type, method: str = "__getitem__") -> list[tuple[str, int]]:
+    """(attribute, line) of each ``self.<attribute>[...<index>...]`` in ``cls.method``, where ``<index>``
+    is the method's first parameter: the containers a Dataset reads each sample from."""
+    node = _method_node(cls, method)
     if node is None or len(node.args.args) < 2:
         return []
     index = node.args.args[1].arg
@@ -706,15 +711,7 @@ def indexed_attributes(cls: type, method: str = "__getitem__") -> list[tuple[str
 def attribute_calls(cls: type, method: str = "__getitem__") -> list[tuple[str, str, int]]:
     """(attribute, argument, line) of each ``self.<attribute>(<name>, ...)`` in ``cls.method``: the transforms a
     Dataset applies to each of a sample's parts (``img = self.img_transform(img)``)."""
-    function = getattr(cls, method, None)
-    try:
-        path = inspect.getsourcefile(function)
-        start = inspect.getsourcelines(function)[1]
-    except (TypeError, OSError):
-        return []
-    tree = _tree(path) if path else None
-    node = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == method
-                 and n.lineno <= start + 2 and (n.end_lineno or n.lineno) >= start), None) if tree else None
+    node = _method_node(cls, method)
     if node is None:
         return []
     return sorted((sub.func.attr, sub.args[0].id, sub.lineno) for sub in ast.walk(node)
