@@ -37,9 +37,6 @@ CLASS_LOSSES = ("cross_entropy", "nll_loss")
 # The losses whose target is a probability: binary_cross_entropy refuses one outside [0, 1], the logits form
 # takes it and its loss falls without bound (8-bit masks of 0/255 are the usual way there).
 PROBABILITY_TARGETS = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
-# The training loss has fallen when the median of its last four steps is under LEARNED of its first: the model
-# then predicts its training classes, and an evaluation that matches other classes is numbered otherwise.
-LEARNED = 0.8
 LOG_ROUNDING = 1e-3  # a log-probability computed as log(p + eps) reaches eps above 0 at p = 1, no more
 # Findings need repeated evidence: STALE_CHECKS first-backward checks in a row with the gradients
 # already set (or STALE_CHECKS steps whose gradients a zero_grad after backward wiped); the graphs of
@@ -125,12 +122,14 @@ CHANCE_STEPS = 50
 CHANCE_SPREAD = 0.01
 CHANCE_BAND = 0.03
 CHANCE_START = 1.5
-# A module beside the model that no optimizer holds is a finding only in a run whose loss (the median of its
-# last quarter against its first, over PART_STEPS steps or more) stays above PART_LEARNS of its start: the
-# probes' own bar for a run that learns (learning.LEARNS). A fixed backbone left out of the optimizer on
-# purpose goes with a loss that falls below it.
+# A run learns when its loss (the median of its last quarter against its first) falls below LEARNS of its start:
+# the probes' own bar (learning.LEARNS). A module beside the model that no optimizer holds is a finding only in a
+# run of PART_STEPS steps or more that does not (a fixed backbone left out of the optimizer on purpose goes with a
+# loss that falls below it); an evaluation's renumbered labels are judged only once the run does, over
+# EVALUATION_STEPS or more (before, a model may match its labels to anything).
+LEARNS = 0.8
 PART_STEPS = 40
-PART_LEARNS = 0.8
+EVALUATION_STEPS = 8
 MODE_LAYERS = (torch.nn.Dropout, torch.nn.modules.batchnorm._BatchNorm)
 # A container of the model grows when, over its last CONTAINER_PASSES sightings (one at the start of each
 # pass over a DataLoader: training and evaluation epochs, Lightning's sanity check included), it never
@@ -858,11 +857,9 @@ class Facts:
 
     def renumbered_evaluation(self, step: int, losses: list[float | None]) -> str | None:
         """The finding: an evaluation pass whose labels are numbered differently from its predictions (see
-        ``evaluation_classes``), once the training loss (``losses``, oldest first) has fallen below LEARNED of
-        its start; once the script ended, its last pass counts too."""
-        values = [loss for loss in losses if loss is not None and math.isfinite(loss)]
-        learned = len(values) >= 8 and values[0] > 0 and statistics.median(values[-4:]) < LEARNED * values[0]
-        if self.renumbered is None and learned:
+        ``evaluation_classes``), once the training loss (``losses``, oldest first) has fallen (``loss_falls``); once
+        the script ended, its last pass counts too."""
+        if self.renumbered is None and loss_falls(losses, EVALUATION_STEPS):
             self.renumbered = self.evaluation_classes.renumbered(step, ended=self.script_ended)
         return self.renumbered.text() if self.renumbered is not None else None
 
@@ -1211,14 +1208,9 @@ class Facts:
 
     def part_outside(self, losses: list[float | None]) -> OutsidePart | None:
         """The first part outside every optimizer whose weights never moved, in a run whose loss does not fall
-        below PART_LEARNS of its start: a part left out on purpose (a fixed backbone given no optimizer) goes
-        with a loss that falls all the same."""
-        values = [v for v in losses if v is not None and math.isfinite(v)]
-        quarter = len(values) // 4
-        if quarter < PART_STEPS // 4:
-            return None
-        start, end = statistics.median(values[:quarter]), statistics.median(values[-quarter:])
-        if start <= 0 or end < PART_LEARNS * start:
+        below LEARNS of its start: a part left out on purpose (a fixed backbone given no optimizer) goes with a loss
+        that falls all the same."""
+        if loss_falls(losses, PART_STEPS) is not False:
             return None
         return next((part for part in self.outside_parts if part.unchanged()), None)
 
@@ -1355,6 +1347,17 @@ def _inside_counts(real: torch.Tensor, ignored: torch.Tensor) -> list[torch.Tens
     """Real tokens followed by a real one along the last dimension: those with the ignored target, and all."""
     inside = real[..., :-1] & real[..., 1:]
     return [(inside & ignored[..., :-1]).sum(), inside.sum()]
+
+
+def loss_falls(losses: list[float | None], steps: int) -> bool | None:
+    """Whether the median of the last quarter of ``losses`` (oldest first) is below LEARNS of the first quarter's;
+    None over fewer than ``steps`` finite losses or for a start at or below 0 (nothing to judge)."""
+    values = [v for v in losses if v is not None and math.isfinite(v)]
+    quarter = len(values) // 4
+    if quarter < steps // 4:
+        return None
+    start, end = statistics.median(values[:quarter]), statistics.median(values[-quarter:])
+    return None if start <= 0 else end < LEARNS * start
 
 
 def unregistered_modules(model: torch.nn.Module) -> list[str]:
