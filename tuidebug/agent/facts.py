@@ -601,7 +601,7 @@ class Facts:
                             ("classes_last", self._classes_last),
                             ("batch_as_sequence", lambda: self.batch_as_sequence and self.batch_as_sequence.text()),
                             ("softmax_over_one", lambda: self.singleton_softmax and self.singleton_softmax.text()),
-                            ("transforms_drawn_apart", self._drawn_apart),
+                            ("transforms_drawn_apart", self.drawn_apart_text),
                             ("ignored_class", self._ignored_class),
                             ("stale_grads", self.never_reset), ("zero_grad_wipes", self._wiped),
                             ("not_in_optimizer", self._not_in_optimizer),
@@ -848,7 +848,8 @@ class Facts:
             self.drawn_apart = separate_random_transforms(dataset) if dataset is not None else []
         return self.drawn_apart
 
-    def _drawn_apart(self) -> str | None:
+    def drawn_apart_text(self) -> str | None:
+        """The finding: the transforms drawn apart, with their calls (None where there are none)."""
         if not self.drawn_apart:
             return None
         calls = "; ".join(f"`self.{attr}({arg})` at {site}" for attr, arg, site in self.drawn_apart)

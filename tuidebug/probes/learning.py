@@ -1906,10 +1906,8 @@ def _alignment(ctx: ProbeContext, batches: list[Any], path: str, evidence: list[
                  "not follow them" for site in listed]
     if drawn:
         one = len({id(getattr(dataset, attr)) for attr, _, _ in drawn}) == 1
-        evidence.append("__getitem__ passes the parts of a sample through random transforms in separate calls, each "
-                        "drawing its own: " + "; ".join(f"`self.{attr}({arg})` at {site}" for attr, arg, site in drawn)
-                        + (" (one transform object)" if one else "")
-                        + "; reads of item 0 differ in each of those parts")
+        evidence.append(ctx.run.facts.drawn_apart_text() + (" (one transform object)" if one else "")
+                        + "; reads of item 0 repeat an image with another label")
         where = [site for _, _, site in drawn]
     if unequal:
         longest, shortest = max(unequal, key=lambda u: u[1]), min(unequal, key=lambda u: u[1])
