@@ -82,11 +82,16 @@ def under_address_cap() -> bool:
     return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
 
 
+def _mallopt_under_cap(parameter: int, value: int) -> None:
+    """glibc's mallopt, under an address-space cap only (elsewhere, or without glibc, nothing to adjust)."""
+    if _LIBC is not None and hasattr(_LIBC, "mallopt") and under_address_cap():
+        _LIBC.mallopt(parameter, value)
+
+
 def one_heap() -> None:
     """Under an address-space cap: one malloc heap for all threads. glibc reserves a 64 MiB heap for each thread
     that allocates, so the agent's own threads would eat the room the script has."""
-    if _LIBC is not None and hasattr(_LIBC, "mallopt") and under_address_cap():
-        _LIBC.mallopt(M_ARENA_MAX, 1)
+    _mallopt_under_cap(M_ARENA_MAX, 1)
 
 
 def return_large_blocks() -> None:
@@ -95,10 +100,9 @@ def return_large_blocks() -> None:
     threshold keeps freed large blocks in its heap instead. Called once the script's first step is done (or
     at its out-of-memory error): until then the script runs with its own policy, which decides whether its
     first step fits (the same threshold from the start made a step fit that fails bare, in two corpus cases)."""
-    if _RETURNING or _LIBC is None or not hasattr(_LIBC, "mallopt") or not under_address_cap():
-        return
-    _RETURNING.append(True)
-    _LIBC.mallopt(M_MMAP_THRESHOLD, LARGE_BLOCK)
+    if not _RETURNING:
+        _RETURNING.append(True)
+        _mallopt_under_cap(M_MMAP_THRESHOLD, LARGE_BLOCK)
 
 
 class MemoryReader:
