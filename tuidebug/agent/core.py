@@ -36,7 +36,7 @@ from tuidebug.agent.facts import (CLASS_LOSSES, IDLE_STEPS, MADE_IN_FORWARD_SEEN
 from tuidebug.agent.gradients import (COST_SMOOTHING, NormSampler, ParameterLists, blocks_host, stacked_norms,
                                      total_of, values_of, with_dense_grad)
 from tuidebug.agent.kept_batches import KeptBatches
-from tuidebug.agent.memory import process_memory, return_large_blocks
+from tuidebug.agent.memory import process_memory
 from tuidebug.agent.probing import MODEL_CALL, ProbeRuntime, StepInputs
 from tuidebug.agent.resets import OptimizerResets
 from tuidebug.agent.snapshot import Snapshot
@@ -1378,8 +1378,6 @@ class Agent:
         self._last_step_end = now
         self._read_memory(record)
         self._outputs.clear()
-        if self.step == 1:
-            return_large_blocks()
         checks_took = 0.0
         if self.checks.sampled(self.step):
             if self.facts.drawn_apart is None and self.loop_uses_loader():  # once a run, some reads of one item

@@ -74,7 +74,6 @@ def _libc() -> ctypes.CDLL | None:
 _LIBC = _libc()
 M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8  # glibc's mallopt parameters
 LARGE_BLOCK = 1 << 20
-_RETURNING: list[bool] = []
 
 
 def under_address_cap() -> bool:
@@ -95,14 +94,12 @@ def one_heap() -> None:
 
 
 def return_large_blocks() -> None:
-    """Under an address-space cap, from now on: blocks of LARGE_BLOCK or more mapped and unmapped, so that
-    address space used once (by a probe, a checkpoint, the failing step) is given back. glibc's dynamic
-    threshold keeps freed large blocks in its heap instead. Called once the script's first step is done (or
-    at its out-of-memory error): until then the script runs with its own policy, which decides whether its
-    first step fits (the same threshold from the start made a step fit that fails bare, in two corpus cases)."""
-    if not _RETURNING:
-        _RETURNING.append(True)
-        _mallopt_under_cap(M_MMAP_THRESHOLD, LARGE_BLOCK)
+    """Under an address-space cap: blocks of LARGE_BLOCK or more mapped and unmapped, so that address space used
+    once (by a probe, a checkpoint, the failing step) is given back; glibc's dynamic threshold keeps freed large
+    blocks in its heap instead. Set from the start: setting it only at the end of the first step let that step
+    run as it does bare (two corpus cases that fail bare at step 1 then failed under tuidebug too), but the heap
+    it left made a leak case's failure come one call earlier or not, from run to run (r35cmem: 2 misses in 6)."""
+    _mallopt_under_cap(M_MMAP_THRESHOLD, LARGE_BLOCK)
 
 
 class MemoryReader:

@@ -137,10 +137,12 @@ _RESERVE: list[mmap.mmap] = []
 
 def _spare_address_space() -> None:
     """Under an address-space limit (RLIMIT_AS) the agent must not eat the room the script has: one heap
-    for all threads, and a reserve for the checks after an out-of-memory error (see ``memory``)."""
+    for all threads, large blocks given back, and a reserve for the checks after an out-of-memory error (see
+    ``memory``)."""
     if not under_address_cap():
         return
     one_heap()
+    return_large_blocks()
     try:
         _RESERVE.append(mmap.mmap(-1, RESERVE_BYTES, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_NORESERVE", 0)))
     except OSError:  # the cap leaves no room for it: the script comes first
@@ -202,7 +204,6 @@ def _exit_code(code: object) -> int:
 def _report(agent: Agent, exc: BaseException) -> None:
     if is_out_of_memory(exc):
         _release_reserve()
-        return_large_blocks()
     tb = _user_traceback(exc.__traceback__)
     exc.__traceback__ = tb  # excepthook prints the exception's own traceback, not its argument
     sys.excepthook(type(exc), exc, tb)
