@@ -1335,6 +1335,28 @@ def test_a_view_that_makes_an_rnn_states_batch_the_first_dim_is_told_from_one_af
     assert moved.relabel is None and rows.shape == moved_rows.shape
 
 
+def test_a_sequence_first_models_rnn_state_viewed_with_the_loaders_batch_first_is_a_relabel() -> None:
+    """PaccMann's SMILES VAE: the model gets (seq, batch) tokens, so the model input's first dim is the sequence;
+    its bidirectional GRU's (directions, batch, hidden) state viewed as (batch, directions * hidden) still puts the
+    states of different molecules in one row, the DataLoader's batch being the evidence of which dim is the batch."""
+    encoder = nn.GRU(5, 6, bidirectional=True)
+    tokens = torch.randn(11, 8, 5)
+    with SilentShapes(11, 8) as relabelled:
+        _, hidden = encoder(tokens)
+        rows = hidden.view(8, -1)
+    with SilentShapes(11, 8) as moved:
+        _, hidden = encoder(tokens)
+        moved_rows = hidden.transpose(0, 1).reshape(8, -1)
+    with SilentShapes(11, 8) as steps:
+        outputs, _ = encoder(tokens)
+        per_step = outputs.view(11 * 8, -1)
+
+    found = relabelled.relabel
+    assert found is not None and (found.before, found.after, found.batch_dim) == ((2, 8, 6), (8, 12), 1)
+    assert moved.relabel is None and steps.relabel is None and rows.shape == moved_rows.shape
+    assert per_step.shape == (88, 12)
+
+
 def test_a_batch_flattened_with_its_positions_and_viewed_back_is_not_a_relabel_where_a_feature_has_the_batchs_size(
         ) -> None:
     """wav2vec 2.0's quantizer: codevectors (b * t, groups, dim) viewed back to (b, t, groups * dim), with 16

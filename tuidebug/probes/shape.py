@@ -585,8 +585,8 @@ class SilentShapes(OpWatch):
             self._class_rows[id(result)] = (result, Relabel(name, site, before, after, class_dim=classes))
         if reordered(before, after):
             self.relabel = Relabel(name, site, before, after)
-        elif batch and batch > 1 and before[0] != batch and after[0] == batch and not _unflattens(before, after):
-            where = next((d for d in range(1, len(before)) if before[d] == batch), None)
+        elif batches := self._made_first(before, after):
+            where = next((d for b in batches for d in range(1, len(before)) if before[d] == b), None)
             if where is not None and math.prod(before[:where]) > 1:
                 self.relabel = Relabel(name, site, before, after, where)
         elif batch and batch > 1 and before[0] % batch == 0:
@@ -595,6 +595,14 @@ class SilentShapes(OpWatch):
                 self.relabel = Relabel(name, site, before, after, straddle=straddle)
         if self.relabel is None and before[0] == batch and (order := regrouped(before, after)) is not None:
             self.relabel = Relabel(name, site, before, after, order=order)  # a sample's values, regrouped
+
+    def _made_first(self, before: tuple[int, ...], after: tuple[int, ...]) -> list[int]:
+        """The batch sizes that a view of ``before`` into ``after`` makes the first dim, from another dim than the
+        first. The batch is the model input's first dim or the DataLoader's batch size: a sequence-first model
+        gets (seq, batch) tokens, and its GRU's (layers * directions, batch, hidden) state holds the loader's."""
+        if _unflattens(before, after):
+            return []
+        return [b for b in dict.fromkeys((self.batch, self.loader_batch)) if b and b > 1 and before[0] != b == after[0]]
 
     def _paired(self, name: str, first: torch.Tensor, second: torch.Tensor, result: torch.Tensor, site: Site) -> None:
         if self.pairing is not None or not (first.requires_grad or second.requires_grad):
