@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from conftest import SCRIPTS, wait_for
 
@@ -1333,6 +1334,35 @@ def test_a_view_that_makes_an_rnn_states_batch_the_first_dim_is_told_from_one_af
     assert found is not None and (found.before, found.after, found.batch_dim) == ((2, 8, 6), (8, 12), 1)
     assert found.site.text == "rows = hidden.view(8, -1)"
     assert moved.relabel is None and rows.shape == moved_rows.shape
+
+
+def test_labels_shifted_for_next_token_prediction_and_shifted_again_are_found_in_the_watched_iteration() -> None:
+    """tiny-llm-zh#10: the dataset returns (sample[:-1], sample[1:]) and the model shifts again before its loss,
+    so each position learns the token two ahead. Labels shifted once (the model's own shift of input_ids), labels
+    equal to the inputs (a masked LM's, at its masked positions) and padding that matches every shift are not."""
+    torch.manual_seed(0)
+    embed, head = nn.Embedding(50, 8), nn.Linear(8, 50)
+    sample = torch.randint(1, 50, (4, 33))
+    inputs, labels = sample[:, :-1], sample[:, 1:]
+
+    def loss_of(tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        logits = head(embed(tokens))
+        return F.cross_entropy(logits[:, :-1].reshape(-1, 50), targets[:, 1:].reshape(-1), ignore_index=-100)
+
+    with SilentShapes(4, 4) as twice:
+        loss_of(inputs, labels)
+    with SilentShapes(4, 4) as once:
+        loss_of(inputs, inputs)
+    with SilentShapes(4, 4) as masked:
+        F.cross_entropy(head(embed(inputs)).reshape(-1, 50), inputs.reshape(-1))
+    padded = torch.zeros(4, 33, dtype=torch.long)
+    with SilentShapes(4, 4) as padding:
+        loss_of(padded[:, :-1], padded[:, 1:])
+
+    found = twice.shifted_targets
+    assert found is not None and (found.shift, found.shape, found.loss) == (2, (4, 32), "cross_entropy")
+    assert found.matched == 1.0 and "targets[:, 1:]" in found.site.text and "embed(tokens)" in found.tokens.text
+    assert once.shifted_targets is None and masked.shifted_targets is None and padding.shifted_targets is None
 
 
 def test_a_sequence_first_models_rnn_state_viewed_with_the_loaders_batch_first_is_a_relabel() -> None:

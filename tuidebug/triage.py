@@ -28,7 +28,7 @@ FINDING_BRANCHES = {
     "warmup_unfinished": "learning", "evaluated_in_train_mode": "learning", "evaluation_renumbered": "learning",
     "loss_broadcast": "shape", "one_hot_width": "shape", "relabelled_view": "shape",
     "target_range": "shape", "batch_as_sequence": "shape", "ignored_class": "shape", "classes_last": "shape",
-    "softmax_over_one": "shape", "transforms_drawn_apart": "learning",
+    "softmax_over_one": "shape", "transforms_drawn_apart": "learning", "labels_shifted": "learning",
     "graphs_kept": "oom", "memory_growth": "oom", "container_growth": "oom",  # graphs or tensors kept across steps
 }
 # Which finding wins when there are several: what holds memory across steps (graphs, a growing

@@ -490,6 +490,7 @@ class Facts:
     relabel: Any = None  # ``shape.Relabel``: a view that made the batch the first dim without moving the data
     batch_as_sequence: Any = None  # ``shape.BatchAsSequence``: a batch_first=False layer given the batch first
     singleton_softmax: Any = None  # ``shape.SingletonSoftmax``: a softmax over a dim of size 1
+    shifted_targets: Any = None  # ``shape.ShiftedTargets``: a class loss's targets, the token inputs 2+ positions ahead
     drawn_apart: list[tuple[str, str, Site]] | None = None  # random transforms of a sample's parts in separate calls
     ignored_class: IgnoredClass | None = None  # a class loss's ignore_index met at real tokens (see IGNORED_SHARE)
     stale_grads: list[tuple[int, bool]] = field(default_factory=list)  # (step, grads non-zero at its first backward)
@@ -602,6 +603,7 @@ class Facts:
                             ("batch_as_sequence", lambda: self.batch_as_sequence and self.batch_as_sequence.text()),
                             ("softmax_over_one", lambda: self.singleton_softmax and self.singleton_softmax.text()),
                             ("transforms_drawn_apart", self.drawn_apart_text),
+                            ("labels_shifted", lambda: self.shifted_targets and self.shifted_targets.text()),
                             ("ignored_class", self._ignored_class),
                             ("stale_grads", self.never_reset), ("zero_grad_wipes", self._wiped),
                             ("not_in_optimizer", self._not_in_optimizer),
@@ -1248,6 +1250,7 @@ class Facts:
             self.pairing, self.relabel = watch.pairing, watch.relabel
             self.batch_as_sequence = watch.batch_as_sequence
             self.singleton_softmax = watch.singleton_softmax
+            self.shifted_targets = watch.shifted_targets
 
     def observe_first_inputs(self, tensors: list[torch.Tensor], site: Site | None) -> None:
         """The model's first inputs: one that is a view of a tensor with the same sizes in another order,

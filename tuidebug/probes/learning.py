@@ -1765,6 +1765,9 @@ def _chance(ctx: ProbeContext) -> float | None:
 
 @probe("learning.trend", prefers_copy=True)
 def trend(ctx: ProbeContext) -> ProbeOutcome:
+    shifted = _shifted_labels(ctx)
+    if shifted is not None:
+        return shifted
     losses = finite([s.loss for s in ctx.history])
     if len(losses) < 8:
         return ProbeOutcome(INCONCLUSIVE, f"only {len(losses)} steps with a loss: too few for a trend")
@@ -1800,6 +1803,20 @@ def trend(ctx: ProbeContext) -> ProbeOutcome:
                         data={"cause": "loss_not_decreasing"})
 
 
+def _shifted_labels(ctx: ProbeContext) -> ProbeOutcome | None:
+    """Targets that the watched iteration saw equal to the model's own tokens two or more positions ahead: a
+    misalignment measured on the run's tensors, position by position, with no trial needed to show it."""
+    found = ctx.run.facts.shifted_targets
+    if found is None:
+        return None
+    return ProbeOutcome(
+        FAIL, f"inputs and labels do not match: {found.text()}",
+        [found.text() + " (seen in an iteration of the run watched op by op)"],
+        f"shift the labels once, not twice: drop the shift at {found.site.short} or the one where the labels are made "
+        "(a dataset's `sample[1:]`); a causal LM that shifts inside its loss takes labels = input_ids",
+        data={"cause": "labels_misaligned", "definitive": True})
+
+
 def _rises_by_another_objective(losses: list[float], first: float, last: float,
                                 trial: tuple[float, float, float, float] | None, evidence: list[str]) -> ProbeOutcome | None:
     """The run's loss rose steadily (in every stretch of the run, not by swings: a run that piles up its gradients
@@ -1831,6 +1848,9 @@ def levelled_off(losses: list[float]) -> bool:
 def labels(ctx: ProbeContext) -> ProbeOutcome:
     """A run that looks healthy while one batch fits slowly: when its loss has levelled off, do its
     labels follow its inputs (the alignment trial of the trend check)?"""
+    shifted = _shifted_labels(ctx)
+    if shifted is not None:
+        return shifted
     losses = finite([s.loss for s in ctx.history])
     if not levelled_off(losses):
         return ProbeOutcome(PASS, f"the run's loss keeps falling ({_curve(losses)}): not levelled off"

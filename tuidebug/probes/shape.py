@@ -261,6 +261,13 @@ ELEMENTWISE = {"sub", "add", "mul", "div", "rsub", "__sub__", "__rsub__", "__add
 OPERATORS = {"sub": ast.Sub, "add": ast.Add, "mul": ast.Mult, "div": ast.Div, "truediv": ast.Div}
 CLASS_LOSSES = {"cross_entropy", "nll_loss"}  # losses that read each row of their input as one position's classes
 KEPT_FLATTENED = 32  # the latest squeezes of the iteration, to say which one made the (N,) prediction
+# A class loss's targets read as the model's token inputs some positions ahead (``ShiftedTargets``): shifts up to
+# MAX_SHIFT are compared, over at least SHIFT_POSITIONS target positions. A shift counts when at least SHIFTED of the
+# positions match it and under half match the next-token shift of 1: tokens that repeat (padding, one class) match
+# every shift alike, real text matches one.
+MAX_SHIFT = 4
+SHIFT_POSITIONS = 64
+SHIFTED = 0.9
 MAX_REGROUPED_DIMS = 6  # a view's source dims searched for another order (the first kept: 5! = 120 at most)
 # The ops of the layers that take (seq, batch, features) unless built with batch_first=True, and those layers.
 # The attention op gets the input as the layer reads it (a batch-first layer has transposed it already);
@@ -349,6 +356,26 @@ class SingletonSoftmax:
         value = "0" if self.op == "log_softmax" else "1"
         return (f"{self.op} at {self.site} normalises {shape_text(self.shape)} over dim {self.dim}, which has size 1: "
                 f"every output is {value} whatever its input, and no gradient passes back through it")
+
+
+@dataclass
+class ShiftedTargets:
+    """A class loss whose targets are the tokens the model reads ``shift`` positions ahead, 2 or more
+    (``SilentShapes``): labels made for next-token prediction (``sample[1:]`` in the dataset) and shifted again where
+    the loss is taken (``labels[..., 1:]``), so each position is trained on the token after the next one."""
+
+    loss: str
+    site: Site
+    tokens: Site  # where the model reads the tokens (its first embedding)
+    shape: tuple[int, ...]  # the tokens'
+    shift: int
+    matched: float  # the share of the target positions equal to the tokens that far ahead
+
+    def text(self) -> str:
+        return (f"the targets of {self.loss} at {self.site} are the token inputs read at {self.tokens} "
+                f"{shape_text(self.shape)} shifted by {self.shift} positions ({self.matched:.0%} of the positions), not "
+                f"by 1: labels shifted for next-token prediction are shifted again, so each position learns the token "
+                f"{self.shift} ahead")
 
 
 @dataclass
@@ -489,6 +516,8 @@ class SilentShapes(OpWatch):
         self.relabel: Relabel | None = None
         self.batch_as_sequence: BatchAsSequence | None = None
         self.singleton_softmax: SingletonSoftmax | None = None
+        self.shifted_targets: ShiftedTargets | None = None
+        self._tokens: tuple[torch.Tensor, Site] | None = None  # the first embedding's token ids
         self._top_values: list[torch.Tensor] = []  # topk's values: a top-1 router's softmax over them is 1 by design
         self._flattened: dict[int, tuple[torch.Tensor, str, Site]] = {}
         self._stacked: dict[int, tuple[torch.Tensor, int, Site]] = {}
@@ -501,6 +530,13 @@ class SilentShapes(OpWatch):
             self._top_values.append(result[0])
         if not isinstance(result, torch.Tensor):
             return
+        if name == "embedding" and self._tokens is None and args and isinstance(args[0], torch.Tensor) \
+                and args[0].dim() == 2 and not args[0].is_floating_point():
+            self._tokens = (args[0].detach(), site)
+        if name in CLASS_LOSSES and self._tokens is not None and self.shifted_targets is None:
+            target = kwargs.get("target", args[1] if len(args) > 1 else None)
+            if isinstance(target, torch.Tensor) and not target.is_floating_point():
+                self._shifted(name, target.detach(), kwargs.get("ignore_index", -100), site)
         if name in SOFTMAXES and args and isinstance(args[0], torch.Tensor) and self.singleton_softmax is None:
             self._softmax(name, args, kwargs, site)
         if name in ("cat", "concat", "concatenate") and args and isinstance(args[0], (list, tuple)):
@@ -525,6 +561,26 @@ class SilentShapes(OpWatch):
         folded = bool(batch) and batch >= 2 and x.shape[0] % batch == 0 and x.shape[0] // batch >= 2
         if x.shape[dim] == 1 and folded:
             self.singleton_softmax = SingletonSoftmax(name.lstrip("_"), site, tuple(x.shape), dim % x.dim())
+
+    def _shifted(self, name: str, target: torch.Tensor, ignored: int, site: Site) -> None:
+        """Targets that equal the tokens read by the model's first embedding ``shift`` >= 2 positions ahead, where
+        no more than half equal them one position ahead (``ShiftedTargets``)."""
+        tokens, where = self._tokens
+        rows, length = tokens.shape
+        if not rows or target.numel() % rows:
+            return
+        target = target.reshape(rows, -1)
+        width = target.shape[1]
+        matched = {}
+        for shift in range(min(MAX_SHIFT, length - width // 2) + 1):
+            overlap = min(width, length - shift)
+            wanted = target[:, :overlap]
+            kept = wanted != ignored
+            if int(kept.sum()) >= SHIFT_POSITIONS:
+                matched[shift] = float((wanted == tokens[:, shift:shift + overlap])[kept].float().mean())
+        best = max(matched, key=matched.get, default=None)
+        if best is not None and best >= 2 and matched[best] >= SHIFTED and matched.get(1, 0.0) < 0.5:
+            self.shifted_targets = ShiftedTargets(name, site, where, (rows, length), best, matched[best])
 
     def _sequence_first(self, name: str, args: tuple, site: Site) -> None:
         """A layer reading (seq, batch, features) whose dim 0 is the DataLoader's batch and dim 1 is not: the
