@@ -1338,31 +1338,40 @@ def test_a_view_that_makes_an_rnn_states_batch_the_first_dim_is_told_from_one_af
 
 def test_labels_shifted_for_next_token_prediction_and_shifted_again_are_found_in_the_watched_iteration() -> None:
     """tiny-llm-zh#10: the dataset returns (sample[:-1], sample[1:]) and the model shifts again before its loss,
-    so each position learns the token two ahead. Labels shifted once (the model's own shift of input_ids), labels
-    equal to the inputs (a masked LM's, at its masked positions) and padding that matches every shift are not."""
+    so each position learns the token two ahead. Not found: labels shifted once (labels = input_ids, the model's
+    own shift), a masked LM's targets (the tokens at the masked positions, -100 elsewhere), a Medusa head trained on
+    the token after next on purpose (labels = input_ids, labels[..., 2:]), one loss per position in a loop, and
+    padding, which matches every shift alike."""
     torch.manual_seed(0)
     embed, head = nn.Embedding(50, 8), nn.Linear(8, 50)
-    sample = torch.randint(1, 50, (4, 33))
+    sample = torch.randint(2, 50, (4, 33))
     inputs, labels = sample[:, :-1], sample[:, 1:]
 
-    def loss_of(tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def loss_of(tokens: torch.Tensor, targets: torch.Tensor, ahead: int = 1) -> torch.Tensor:
         logits = head(embed(tokens))
-        return F.cross_entropy(logits[:, :-1].reshape(-1, 50), targets[:, 1:].reshape(-1), ignore_index=-100)
+        return F.cross_entropy(logits[:, :-ahead].reshape(-1, 50), targets[:, ahead:].reshape(-1), ignore_index=-100)
 
     with SilentShapes(4, 4) as twice:
         loss_of(inputs, labels)
     with SilentShapes(4, 4) as once:
-        loss_of(inputs, inputs)
+        loss_of(inputs, inputs.clone())
+    masked_at = torch.rand(inputs.shape) < 0.5
     with SilentShapes(4, 4) as masked:
-        F.cross_entropy(head(embed(inputs)).reshape(-1, 50), inputs.reshape(-1))
+        logits = head(embed(inputs.masked_fill(masked_at, 1)))
+        F.cross_entropy(logits.reshape(-1, 50), inputs.masked_fill(~masked_at, -100).reshape(-1))
+    with SilentShapes(4, 4) as medusa:
+        loss_of(inputs, inputs, ahead=2)
+    with SilentShapes(4, 4) as per_position:
+        logits = head(embed(inputs))
+        sum(F.cross_entropy(logits[:, t], labels[:, t + 1]) for t in range(30))
     padded = torch.zeros(4, 33, dtype=torch.long)
     with SilentShapes(4, 4) as padding:
         loss_of(padded[:, :-1], padded[:, 1:])
 
     found = twice.shifted_targets
-    assert found is not None and (found.shift, found.shape, found.loss) == (2, (4, 32), "cross_entropy")
-    assert found.matched == 1.0 and "targets[:, 1:]" in found.site.text and "embed(tokens)" in found.tokens.text
-    assert once.shifted_targets is None and masked.shifted_targets is None and padding.shifted_targets is None
+    assert found is not None and (found.shape, found.loss, found.matched) == ((4, 32), "cross_entropy", 1.0)
+    assert "targets[:, ahead:]" in found.site.text and "embed(tokens)" in found.tokens.text
+    assert all(watch.shifted_targets is None for watch in (once, masked, medusa, per_position, padding))
 
 
 def test_a_sequence_first_models_rnn_state_viewed_with_the_loaders_batch_first_is_a_relabel() -> None:
@@ -1380,11 +1389,13 @@ def test_a_sequence_first_models_rnn_state_viewed_with_the_loaders_batch_first_i
     with SilentShapes(11, 8) as steps:
         outputs, _ = encoder(tokens)
         per_step = outputs.view(11 * 8, -1)
+    with SilentShapes(11, 8) as items:  # 2 items of each sample with 8 channels: the batch's rows viewed back
+        per_sample = torch.randn(8 * 2, 8, 3).view(8, 48)
 
     found = relabelled.relabel
     assert found is not None and (found.before, found.after, found.batch_dim) == ((2, 8, 6), (8, 12), 1)
     assert moved.relabel is None and steps.relabel is None and rows.shape == moved_rows.shape
-    assert per_step.shape == (88, 12)
+    assert items.relabel is None and per_step.shape == (88, 12) and per_sample.shape == (8, 48)
 
 
 def test_a_batch_flattened_with_its_positions_and_viewed_back_is_not_a_relabel_where_a_feature_has_the_batchs_size(

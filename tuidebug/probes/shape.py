@@ -261,13 +261,15 @@ ELEMENTWISE = {"sub", "add", "mul", "div", "rsub", "__sub__", "__rsub__", "__add
 OPERATORS = {"sub": ast.Sub, "add": ast.Add, "mul": ast.Mult, "div": ast.Div, "truediv": ast.Div}
 CLASS_LOSSES = {"cross_entropy", "nll_loss"}  # losses that read each row of their input as one position's classes
 KEPT_FLATTENED = 32  # the latest squeezes of the iteration, to say which one made the (N,) prediction
-# A class loss's targets read as the model's token inputs some positions ahead (``ShiftedTargets``): shifts up to
-# MAX_SHIFT are compared, over at least SHIFT_POSITIONS target positions. A shift counts when at least SHIFTED of the
-# positions match it and under half match the next-token shift of 1: tokens that repeat (padding, one class) match
-# every shift alike, real text matches one.
-MAX_SHIFT = 4
+# A class loss's targets read as the model's token inputs some positions ahead (``ShiftedTargets``), over at least
+# SHIFT_POSITIONS target positions: the shifts 0, 1 and 2 are compared. Two counts when at least SHIFTED of the
+# positions match it and under half match the next-token shift of 1 (tokens that repeat, padding or one class, match
+# every shift alike; real text matches one), and when a tensor of the tokens' shape in the iteration holds them
+# shifted by 1: the labels made for next-token prediction. A shift of 2 alone is a head trained for the token after
+# next on purpose (Medusa's heads, multi-token prediction), or prefix tokens before the targets.
 SHIFT_POSITIONS = 64
 SHIFTED = 0.9
+KEPT_LABELS = 8  # integer tensors of the tokens' shape that the iteration's ops read: the candidate label tensors
 MAX_REGROUPED_DIMS = 6  # a view's source dims searched for another order (the first kept: 5! = 120 at most)
 # The ops of the layers that take (seq, batch, features) unless built with batch_first=True, and those layers.
 # The attention op gets the input as the layer reads it (a batch-first layer has transposed it already);
@@ -360,22 +362,21 @@ class SingletonSoftmax:
 
 @dataclass
 class ShiftedTargets:
-    """A class loss whose targets are the tokens the model reads ``shift`` positions ahead, 2 or more
-    (``SilentShapes``): labels made for next-token prediction (``sample[1:]`` in the dataset) and shifted again where
-    the loss is taken (``labels[..., 1:]``), so each position is trained on the token after the next one."""
+    """A class loss whose targets are the tokens the model reads two positions ahead (``SilentShapes``): labels
+    made for next-token prediction (``sample[1:]`` in the dataset) and shifted again where the loss is taken
+    (``labels[..., 1:]``), so each position is trained on the token after the next one."""
 
     loss: str
     site: Site
     tokens: Site  # where the model reads the tokens (its first embedding)
     shape: tuple[int, ...]  # the tokens'
-    shift: int
-    matched: float  # the share of the target positions equal to the tokens that far ahead
+    matched: float  # the share of the target positions equal to the tokens two ahead
 
     def text(self) -> str:
         return (f"the targets of {self.loss} at {self.site} are the token inputs read at {self.tokens} "
-                f"{shape_text(self.shape)} shifted by {self.shift} positions ({self.matched:.0%} of the positions), not "
-                f"by 1: labels shifted for next-token prediction are shifted again, so each position learns the token "
-                f"{self.shift} ahead")
+                f"{shape_text(self.shape)} two positions ahead ({self.matched:.0%} of the positions), not one: labels "
+                "already shifted for next-token prediction are shifted again, so each position learns the token after "
+                "the next")
 
 
 @dataclass
@@ -400,6 +401,17 @@ class BatchAsSequence:
                     f"the {self.batch} examples of the DataLoader's batch, as the sequence, and the sequence as the batch")
         return (f"{self.layers[0]} at {self.site} gets {shape_text(self.shape)} with batch_first=False: it reads dim 0, "
                 f"the {self.batch} examples of the DataLoader's batch, as the sequence, and the sequence as the batch")
+
+
+def _matched(target: torch.Tensor, tokens: torch.Tensor, shift: int, ignored: int) -> float | None:
+    """The share of ``target``'s positions (``ignored`` left out) equal to ``tokens`` ``shift`` positions ahead,
+    compared where both have values; None over fewer than SHIFT_POSITIONS of them."""
+    overlap = min(target.shape[1], tokens.shape[1] - shift)
+    wanted = target[:, :overlap]
+    kept = wanted != ignored
+    if overlap < 1 or int(kept.sum()) < SHIFT_POSITIONS:
+        return None
+    return float((wanted == tokens[:, shift:shift + overlap])[kept].float().mean())
 
 
 def crossed(first: tuple[int, ...], second: tuple[int, ...], result: tuple[int, ...]) -> bool:
@@ -484,6 +496,12 @@ def _merges(sizes: list[int], wanted: list[int]) -> bool:
     return taken == len(sizes)
 
 
+def _batch_dim(before: tuple[int, ...], batch: int) -> int | None:
+    """The first dim after the first that has the batch's size, with dims of more than one value before it."""
+    where = next((d for d in range(1, len(before)) if before[d] == batch), None)
+    return where if where is not None and math.prod(before[:where]) > 1 else None
+
+
 def reordered(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
     """``after`` has ``before``'s sizes (leaving out dims of 1) in another order: (640, 20) -> (20, 640, 1)."""
     dims, source = [d for d in after if d != 1], [d for d in before if d != 1]
@@ -505,7 +523,9 @@ class SilentShapes(OpWatch):
       batch the first: ``h.view(batch, -1)`` of an RNN's (layers, batch, hidden) state puts the states of
       different samples in one row; a ``transpose`` first moves the data;
     - a ``reshape(-1, n_class)`` of (batch, n_class, frames) scores read by cross_entropy or nll_loss: each
-      row holds consecutive frames of one class, not one frame's classes.
+      row holds consecutive frames of one class, not one frame's classes;
+    - the first class loss's targets equal to the tokens of the first embedding two positions ahead, with labels
+      that hold them one ahead: labels shifted for next-token prediction twice.
     """
 
     def __init__(self, batch: int | None, loader_batch: int | None = None) -> None:
@@ -518,6 +538,8 @@ class SilentShapes(OpWatch):
         self.singleton_softmax: SingletonSoftmax | None = None
         self.shifted_targets: ShiftedTargets | None = None
         self._tokens: tuple[torch.Tensor, Site] | None = None  # the first embedding's token ids
+        self._labels: list[torch.Tensor] = []  # other integer tensors of their shape the ops read (``KEPT_LABELS``)
+        self._class_loss_seen = False  # only the iteration's first class loss is compared with the tokens
         self._top_values: list[torch.Tensor] = []  # topk's values: a top-1 router's softmax over them is 1 by design
         self._flattened: dict[int, tuple[torch.Tensor, str, Site]] = {}
         self._stacked: dict[int, tuple[torch.Tensor, int, Site]] = {}
@@ -530,13 +552,8 @@ class SilentShapes(OpWatch):
             self._top_values.append(result[0])
         if not isinstance(result, torch.Tensor):
             return
-        if name == "embedding" and self._tokens is None and args and isinstance(args[0], torch.Tensor) \
-                and args[0].dim() == 2 and not args[0].is_floating_point():
-            self._tokens = (args[0].detach(), site)
-        if name in CLASS_LOSSES and self._tokens is not None and self.shifted_targets is None:
-            target = kwargs.get("target", args[1] if len(args) > 1 else None)
-            if isinstance(target, torch.Tensor) and not target.is_floating_point():
-                self._shifted(name, target.detach(), kwargs.get("ignore_index", -100), site)
+        if self._tokens is None or not self._class_loss_seen:
+            self._token_inputs(name, args, kwargs, site)
         if name in SOFTMAXES and args and isinstance(args[0], torch.Tensor) and self.singleton_softmax is None:
             self._softmax(name, args, kwargs, site)
         if name in ("cat", "concat", "concatenate") and args and isinstance(args[0], (list, tuple)):
@@ -562,25 +579,38 @@ class SilentShapes(OpWatch):
         if x.shape[dim] == 1 and folded:
             self.singleton_softmax = SingletonSoftmax(name.lstrip("_"), site, tuple(x.shape), dim % x.dim())
 
+    def _token_inputs(self, name: str, args: tuple, kwargs: dict, site: Site) -> None:
+        """The first embedding's token ids, the integer tensors of their shape read after them (the labels), and
+        the first class loss's targets compared with both (``ShiftedTargets``)."""
+        first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if self._tokens is None:
+            if name == "embedding" and first is not None and first.dim() == 2 and not first.is_floating_point():
+                self._tokens = (first.detach(), site)
+            return
+        tokens = self._tokens[0]
+        if name in CLASS_LOSSES:
+            self._class_loss_seen = True
+            target = kwargs.get("target", args[1] if len(args) > 1 else None)
+            if isinstance(target, torch.Tensor) and not target.is_floating_point() and target.device == tokens.device:
+                self._shifted(name, target.detach(), kwargs.get("ignore_index", -100), site)
+        elif first is not None and first is not tokens and first.shape == tokens.shape and len(self._labels) < KEPT_LABELS \
+                and not first.is_floating_point() and first.device == tokens.device:
+            self._labels.append(first.detach())
+
     def _shifted(self, name: str, target: torch.Tensor, ignored: int, site: Site) -> None:
-        """Targets that equal the tokens read by the model's first embedding ``shift`` >= 2 positions ahead, where
-        no more than half equal them one position ahead (``ShiftedTargets``)."""
+        """Targets over the whole sequence (its length, or one less) that equal the tokens two positions ahead,
+        where no more than half equal them one ahead, while a label tensor read in the iteration holds the tokens one
+        ahead: the labels' first shift (``ShiftedTargets``)."""
         tokens, where = self._tokens
         rows, length = tokens.shape
-        if not rows or target.numel() % rows:
+        if not rows or target.numel() % rows or target.numel() // rows < length - 2:
             return
         target = target.reshape(rows, -1)
-        width = target.shape[1]
-        matched = {}
-        for shift in range(min(MAX_SHIFT, length - width // 2) + 1):
-            overlap = min(width, length - shift)
-            wanted = target[:, :overlap]
-            kept = wanted != ignored
-            if int(kept.sum()) >= SHIFT_POSITIONS:
-                matched[shift] = float((wanted == tokens[:, shift:shift + overlap])[kept].float().mean())
-        best = max(matched, key=matched.get, default=None)
-        if best is not None and best >= 2 and matched[best] >= SHIFTED and matched.get(1, 0.0) < 0.5:
-            self.shifted_targets = ShiftedTargets(name, site, where, (rows, length), best, matched[best])
+        matched = [_matched(target, tokens, shift, ignored) for shift in (0, 1, 2)]
+        if matched[2] is None or matched[2] < SHIFTED or (matched[1] or 0.0) >= 0.5:
+            return
+        if any((_matched(labels, tokens, 1, ignored) or 0.0) >= SHIFTED for labels in self._labels):
+            self.shifted_targets = ShiftedTargets(name, site, where, (rows, length), matched[2])
 
     def _sequence_first(self, name: str, args: tuple, site: Site) -> None:
         """A layer reading (seq, batch, features) whose dim 0 is the DataLoader's batch and dim 1 is not: the
@@ -641,10 +671,12 @@ class SilentShapes(OpWatch):
             self._class_rows[id(result)] = (result, Relabel(name, site, before, after, class_dim=classes))
         if reordered(before, after):
             self.relabel = Relabel(name, site, before, after)
-        elif batches := self._made_first(before, after):
-            where = next((d for b in batches for d in range(1, len(before)) if before[d] == b), None)
-            if where is not None and math.prod(before[:where]) > 1:
+        elif batch and batch > 1 and before[0] != batch == after[0] and not _unflattens(before, after):
+            where = _batch_dim(before, batch)
+            if where is not None:
                 self.relabel = Relabel(name, site, before, after, where)
+        elif (where := self._loader_batch_dim(before, after)) is not None:
+            self.relabel = Relabel(name, site, before, after, where)
         elif batch and batch > 1 and before[0] % batch == 0:
             straddle = _straddled(before, after)
             if straddle is not None:
@@ -652,13 +684,16 @@ class SilentShapes(OpWatch):
         if self.relabel is None and before[0] == batch and (order := regrouped(before, after)) is not None:
             self.relabel = Relabel(name, site, before, after, order=order)  # a sample's values, regrouped
 
-    def _made_first(self, before: tuple[int, ...], after: tuple[int, ...]) -> list[int]:
-        """The batch sizes that a view of ``before`` into ``after`` makes the first dim, from another dim than the
-        first. The batch is the model input's first dim or the DataLoader's batch size: a sequence-first model
-        gets (seq, batch) tokens, and its GRU's (layers * directions, batch, hidden) state holds the loader's."""
-        if _unflattens(before, after):
-            return []
-        return [b for b in dict.fromkeys((self.batch, self.loader_batch)) if b and b > 1 and before[0] != b == after[0]]
+    def _loader_batch_dim(self, before: tuple[int, ...], after: tuple[int, ...]) -> int | None:
+        """The dim of ``before`` holding the DataLoader's batch, where it is not the model input's first dim and a
+        view makes it the result's first: a sequence-first model gets (seq, batch) tokens, and its GRU's (layers *
+        directions, batch, hidden) state viewed as (batch, -1) mixes samples. A first dim that is a multiple of the
+        batch holds it already (rows of batch-major items viewed back), whatever size a later dim has."""
+        batch = self.loader_batch
+        if not batch or batch < 2 or batch == self.batch or before[0] % batch == 0 or after[0] != batch \
+                or _unflattens(before, after):
+            return None
+        return _batch_dim(before, batch)
 
     def _paired(self, name: str, first: torch.Tensor, second: torch.Tensor, result: torch.Tensor, site: Site) -> None:
         if self.pairing is not None or not (first.requires_grad or second.requires_grad):
