@@ -1901,6 +1901,24 @@ def test_dead_units_behind_a_functional_relu_are_found_by_its_line_and_the_layer
     assert result.fix.startswith("initialise topic.bias to zero")
 
 
+def test_a_relu_applied_in_a_loop_over_layers_is_judged_by_its_most_dead_application() -> None:
+    """OpeNTF's GraphSAGE encoder, `for conv in self.encoder: x = F.relu(conv(x, edge_index))`: one line applies the
+    ReLU after every layer, and the last layer's units may all be dead while the first's live."""
+    from tuidebug.probes.learning import ReluWatch
+
+    torch.manual_seed(0)
+    layers = [nn.Linear(6, 8), nn.Linear(8, 8)]
+    with torch.no_grad():
+        layers[1].bias.fill_(-100.0)
+    x = torch.randn(16, 6)
+    with ReluWatch() as watch:
+        for layer in layers:
+            x = torch.relu(layer(x))
+
+    (share, _), = watch.functional(set()).values()
+    assert share == 1.0 and [applied[1] < 0.5 for applied in watch.applied] == [True, False]
+
+
 def test_only_a_group_frozen_as_a_whole_beside_one_that_trains_counts_as_meant_to_train() -> None:
     backbone, head = nn.Linear(4, 4), nn.Linear(4, 2)
     backbone.requires_grad_(False)

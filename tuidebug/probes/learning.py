@@ -1462,12 +1462,13 @@ class ReluWatch(OpWatch):
             self.applied.append((str(site), dead_share(result), id(result), feeder))
 
     def functional(self, module_outputs: set[int]) -> dict[str, tuple[float, str | None]]:
-        """The ReLUs applied outside a ReLU module (``torch.relu(self.fc(h))``), by their line: the first
-        one seen on each line, with the layer that feeds it."""
+        """The ReLUs applied outside a ReLU module (``torch.relu(self.fc(h))``), by their line, with the layer that
+        feeds it: on a line applied more than once (``for conv in self.convs: x = F.relu(conv(x))``), the application
+        with the most dead units (the last layer's may be dead while the first's are alive)."""
         found: dict[str, tuple[float, str | None]] = {}
         for site, share, output, feeder in self.applied:
-            if output not in module_outputs:
-                found.setdefault(site, (share, feeder))
+            if output not in module_outputs and share > found.get(site, (-1.0, None))[0]:
+                found[site] = (share, feeder)
         return found
 
 
@@ -1538,10 +1539,15 @@ def activations(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(INCONCLUSIVE, "no model seen")
     layers = ReluLayers()
     watch = ReluWatch(layers)
+    ended = False
     try:
         trainer = ctx.trainer
         trainer.reset(ctx.break_state)
         trainer.step(trainer.prepare(), Adjust(mode=lambda: watch, lr_scale=0.0, before_forward=layers.attach))
+    except (NeedsLoop, LoopGone):
+        ended = _forward_last_inputs(ctx, layers, watch)
+        if not ended:
+            raise
     finally:
         layers.detach()
     shares = dict(layers.shares)
@@ -1561,6 +1567,13 @@ def activations(ctx: ProbeContext) -> ProbeOutcome:
     if created is not None:
         evidence.append(f"{name.split(' ')[0]} is created at {created}")
     summary = f"dead units: {share:.0%} of {name} output zero for every example, so no gradient flows through them"
+    if ended:
+        evidence.append("measured on the model's last inputs, in the state the run ended in; not replayed: the "
+                        "script's loop has ended, so no trial of a fix could run")
+        where = name.split(" `", 1)[0]
+        return ProbeOutcome(FAIL, summary, evidence, f"leave out the {where} if it is the last layer before the scores "
+                            f"(an embedding read by a dot product); else re-initialise {feeder or 'the layer before it'}, "
+                            "lower the learning rate, or use nn.LeakyReLU", data={"cause": "dead_units", "layer": name})
     hand_set = in_files(ctx.run.facts.source_files, bias_inits)
     if name == layers.output_relu and not (feeder is not None and hand_set):
         return _output_relu(ctx, summary, evidence, name)  # a bias set by hand is the likelier culprit: below
@@ -1568,6 +1581,23 @@ def activations(ctx: ProbeContext) -> ProbeOutcome:
         return ProbeOutcome(FAIL, summary, evidence, "re-initialise the layer before it, lower the learning rate, "
                             "or use nn.LeakyReLU", data={"cause": "dead_units", "layer": name})
     return _revived(ctx, summary, evidence, name, feeder, hand_set)
+
+
+def _forward_last_inputs(ctx: ProbeContext, layers: ReluLayers, watch: ReluWatch) -> bool:
+    """Where no step can be replayed (a loop without a DataLoader has ended), the model run once more on its latest
+    inputs, gradients off: its units as the run left them, which a second run paused at an early step has not
+    reached (units that die in training are alive there). Whether it ran."""
+    model, inputs = ctx.run.model, ctx.run.model_inputs()
+    if model is None or inputs is None:
+        return False
+    args, kwargs = inputs
+    layers.attach(model)
+    try:
+        with torch.no_grad(), watch:
+            model(*args, **kwargs)
+    except Exception:  # inputs the model cannot take again (a consumed iterator, a freed buffer): no reading
+        return False
+    return True
 
 
 def _vanishing(ctx: ProbeContext) -> ProbeOutcome:
