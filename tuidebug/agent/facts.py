@@ -490,7 +490,7 @@ class Facts:
     relabel: Any = None  # ``shape.Relabel``: a view that made the batch the first dim without moving the data
     batch_as_sequence: Any = None  # ``shape.BatchAsSequence``: a batch_first=False layer given the batch first
     singleton_softmax: Any = None  # ``shape.SingletonSoftmax``: a softmax over a dim of size 1
-    shifted_targets: Any = None  # ``shape.ShiftedTargets``: a class loss's targets, the token inputs 2+ positions ahead
+    shifted_targets: Any = None  # ``shape.ShiftedTargets``: a class loss's targets, the token inputs two positions ahead
     drawn_apart: list[tuple[str, str, Site]] | None = None  # random transforms of a sample's parts in separate calls
     ignored_class: IgnoredClass | None = None  # a class loss's ignore_index met at real tokens (see IGNORED_SHARE)
     stale_grads: list[tuple[int, bool]] = field(default_factory=list)  # (step, grads non-zero at its first backward)

@@ -1834,7 +1834,7 @@ def trend(ctx: ProbeContext) -> ProbeOutcome:
 
 
 def _shifted_labels(ctx: ProbeContext) -> ProbeOutcome | None:
-    """Targets that the watched iteration saw equal to the model's own tokens two or more positions ahead: a
+    """Targets that the watched iteration saw equal to the model's own tokens two positions ahead: a
     misalignment measured on the run's tensors, position by position, with no trial needed to show it."""
     found = ctx.run.facts.shifted_targets
     if found is None:

@@ -262,7 +262,7 @@ OPERATORS = {"sub": ast.Sub, "add": ast.Add, "mul": ast.Mult, "div": ast.Div, "t
 CLASS_LOSSES = {"cross_entropy", "nll_loss"}  # losses that read each row of their input as one position's classes
 KEPT_FLATTENED = 32  # the latest squeezes of the iteration, to say which one made the (N,) prediction
 # A class loss's targets read as the model's token inputs some positions ahead (``ShiftedTargets``), over at least
-# SHIFT_POSITIONS target positions: the shifts 0, 1 and 2 are compared. Two counts when at least SHIFTED of the
+# SHIFT_POSITIONS target positions: the shifts 1 and 2 are compared. Two counts when at least SHIFTED of the
 # positions match it and under half match the next-token shift of 1 (tokens that repeat, padding or one class, match
 # every shift alike; real text matches one), and when a tensor of the tokens' shape in the iteration holds them
 # shifted by 1: the labels made for next-token prediction. A shift of 2 alone is a head trained for the token after
@@ -606,11 +606,11 @@ class SilentShapes(OpWatch):
         if not rows or target.numel() % rows or target.numel() // rows < length - 2:
             return
         target = target.reshape(rows, -1)
-        matched = [_matched(target, tokens, shift, ignored) for shift in (0, 1, 2)]
-        if matched[2] is None or matched[2] < SHIFTED or (matched[1] or 0.0) >= 0.5:
+        next_token, after_next = (_matched(target, tokens, shift, ignored) for shift in (1, 2))
+        if after_next is None or after_next < SHIFTED or (next_token or 0.0) >= 0.5:
             return
         if any((_matched(labels, tokens, 1, ignored) or 0.0) >= SHIFTED for labels in self._labels):
-            self.shifted_targets = ShiftedTargets(name, site, where, (rows, length), matched[2])
+            self.shifted_targets = ShiftedTargets(name, site, where, (rows, length), after_next)
 
     def _sequence_first(self, name: str, args: tuple, site: Site) -> None:
         """A layer reading (seq, batch, features) whose dim 0 is the DataLoader's batch and dim 1 is not: the
