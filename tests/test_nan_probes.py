@@ -344,3 +344,17 @@ def test_gradient_spikes_while_the_loss_stays_level_are_found_before_the_climb()
     rising = [Step(step=i + 1, time=0.0, loss=1.6 * 1.5 ** max(0, i - 100), grad_norm=0.1 * 1.5 ** max(0, i - 100))
               for i in range(115)]
     assert spikes_under_calm_loss(rising, healthy=0.1) == []  # the norm rose with the loss: no spike under a calm one
+
+
+def test_targets_built_from_the_models_own_overflowing_output_are_not_blamed_on_the_data():
+    """A value-iteration target (reward + the model's own prediction for the next state) overflows once the
+    network diverges: the model's output on the finite states is itself non-finite, so the NaN/Inf the targets
+    hold are not data. Targets with missing readings in a loop of the same shape still are."""
+    bootstrapped = inputs_check_at_the_break("nan_bootstrapped_targets.py")
+    assert bootstrapped.status == "pass", bootstrapped.summary
+    assert "the model's own output is non-finite on finite inputs" in bootstrapped.summary
+    assert any("NaN/Inf value(s)" in line for line in bootstrapped.evidence), bootstrapped.evidence
+
+    missing = inputs_check_at_the_break("nan_missing_targets_fullbatch.py")
+    assert missing.status == "fail", missing.summary
+    assert not any("the model's own output" in line for line in missing.evidence)

@@ -358,6 +358,9 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
     if not in_batch and not in_dataset:
         return ProbeOutcome(PASS, f"no NaN/Inf in the failing batch nor in {scanned} dataset samples",
                             evidence, data=data)
+    if in_batch and not in_dataset and (made_by_model := _model_output_nonfinite(ctx)):
+        return ProbeOutcome(PASS, "the failing batch's NaN/Inf are not data: " + made_by_model,
+                            evidence + [made_by_model], data=data)
     if in_batch:
         data["confirmed"], line = _cleaned_replay(ctx, trainer, batch)
         evidence.append(line)
@@ -397,6 +400,32 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
         fix = ("clean the data at its source: drop or impute those samples, or assert torch.isfinite(x).all() in "
                "the Dataset's __getitem__ so bad rows fail loudly")
     return ProbeOutcome(FAIL, summary, evidence, fix, data=data)
+
+
+def _model_output_nonfinite(ctx: ProbeContext) -> str | None:
+    """In a loop without a DataLoader: a call of the model in the failing iteration whose inputs are all finite
+    and whose output is not, run again in the failing state. The values the batch holds that are non-finite are
+    then not the data's: targets built from the model's own output (a Q-learning target, a pseudo-label, a
+    prediction fed back) carry its overflow into the loss."""
+    failure, model = ctx.run.failure, ctx.run.model
+    if failure is None or model is None:
+        return None
+    for fed in (inputs for inputs in failure.inputs if inputs.step == failure.step):
+        given = [t for _, t in tensors_in((fed.args, fed.kwargs)) if t.is_floating_point()]
+        if not given or not all(bool(torch.isfinite(t).all()) for t in given):
+            continue
+        try:
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                output = model(*fed.args, **fed.kwargs)
+        except Exception:  # inputs the model cannot take again: no reading
+            continue
+        made = [t for _, t in tensors_in(output) if t.is_floating_point()]
+        if any(not bool(torch.isfinite(t).all()) for t in made):
+            shapes = ", ".join(str(tuple(t.shape)) for t in given[:2])
+            return (f"the model's own output is non-finite on finite inputs ({shapes}) in the failing state: the "
+                    "network overflows by itself, and values built from its output (bootstrapped targets, "
+                    "predictions fed back) carry that into the batch")
+    return None
 
 
 def _logs_of_zero(ctx: ProbeContext, batch: Any) -> list[Site]:
