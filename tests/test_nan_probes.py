@@ -84,6 +84,17 @@ def test_nan_inputs_names_the_rows_and_the_samples(checks):
     assert result.data["confirmed"] is True
 
 
+def test_the_rate_and_clip_replays_leave_out_a_kept_batch_with_nan_and_clear_both_on_bad_data(checks):
+    """No rate or clip makes a step on a batch holding NaN finite: the replays leave it out, and on the data's
+    own NaN the run as written then stays finite, so neither the rate nor the clip is blamed."""
+    results = checks("nan_inputs.py")
+
+    for check in ("nan.lr", "nan.grad_explosion"):
+        assert results[check].status == "pass", results[check].summary
+    assert any("kept batch holding NaN/Inf left out" in line for line in results["nan.lr"].evidence), \
+        results["nan.lr"].evidence
+
+
 @pytest.mark.parametrize("script, op, line", [
     ("nan_log_zero.py", "torch.log", "nan_log_zero.py:21"),
     ("nan_divide_by_zero.py", "torch.div", "nan_divide_by_zero.py:22"),

@@ -52,6 +52,9 @@ MAX_LOSSES_PER_STEP = 256
 HISTORY_STEPS = 2048
 MIN_REPLAY_STEPS = 5  # a checkpoint closer to the failure than this may miss the climb to it
 LOADER_RECENT = 2  # a loop fed its latest batch from a DataLoader this few steps ago: it uses one
+# The model's calls with gradients off kept in a loop without a DataLoader: the failing step's (a DQN's acting call
+# and its target's call are two a step) is what the NaN inputs check reads; they are never replayed.
+UNTRAINED_KEPT = 4
 MANUAL_PROBES = 32  # backward passes watched for parameters changing without an optimizer
 # The graphs the script's own objects hold are tagged at the ends of this many sampled steps, from step 2
 # (steps 2-5: the early steps are all sampled). A graph extended at every step keeps every tag, and the
@@ -174,6 +177,7 @@ class Failure:
     not_kept: str = ""  # why older batches were not kept (their byte budget), for the bundle
     loss: torch.Tensor | None = None  # the non-finite loss (detached), when it was caught before backward
     held_frame: HeldFrame | None = None  # then: the user's frame that called backward, with its values
+    untrained_inputs: list[StepInputs] = field(default_factory=list)  # the model's calls with gradients off
 
 
 @dataclass
@@ -223,6 +227,10 @@ class Agent:
         self.created_optimizers: weakref.WeakSet = weakref.WeakSet()  # every one the script made
         self.batches: KeptBatches[Captured] = KeptBatches(config.keep_batches, config.batch_bytes)
         self.step_inputs: KeptBatches[StepInputs] = KeptBatches(config.keep_batches, config.batch_bytes)
+        # The model's calls with gradients off in such a loop (acting in an environment, building a target from
+        # the model's own prediction): kept apart, so that they do not push the training calls out of the kept
+        # ones, which the replays feed back; a check reads those of the failing step.
+        self.untrained_inputs: KeptBatches[StepInputs] = KeptBatches(UNTRAINED_KEPT, config.batch_bytes)
         self.history: collections.deque[Step] = collections.deque(maxlen=HISTORY_STEPS)
         self.loaders: dict[int, weakref.ref] = {}
         self.failure: Failure | None = None
@@ -505,8 +513,8 @@ class Agent:
                 # A GAN's D(G(z)): the inputs kept for replays must not keep the generator's graph alive.
                 args, kwargs = map_tensors((args, kwargs), torch.Tensor.detach)
             self._loss_targets = []
-            self.step_inputs.append(StepInputs(self.step + 1, args, kwargs, self._loss_targets,
-                                               self.observed.input_size), tensors)
+            kept = self.step_inputs if torch.is_grad_enabled() else self.untrained_inputs
+            kept.append(StepInputs(self.step + 1, args, kwargs, self._loss_targets, self.observed.input_size), tensors)
         return None
 
     def _in_training_mode_with_batch_norm(self) -> bool:
@@ -906,7 +914,7 @@ class Agent:
     def remember_failure(self, reason: str) -> None:
         if self.failure is None:
             self.failure = Failure(self.step + 1, reason, list(self.batches), list(self.step_inputs),
-                                   not_kept=self.batches.not_kept)
+                                   not_kept=self.batches.not_kept, untrained_inputs=list(self.untrained_inputs))
 
     def take_snapshot(self) -> Snapshot:
         """The state to restore after a probe, or to replay from. Every optimizer the script made is in it,

@@ -410,7 +410,7 @@ def _model_output_nonfinite(ctx: ProbeContext) -> str | None:
     failure, model = ctx.run.failure, ctx.run.model
     if failure is None or model is None:
         return None
-    for fed in (inputs for inputs in failure.inputs if inputs.step == failure.step):
+    for fed in (inputs for inputs in [*failure.inputs, *failure.untrained_inputs] if inputs.step == failure.step):
         given = [t for _, t in tensors_in((fed.args, fed.kwargs)) if t.is_floating_point()]
         if not given or not all(bool(torch.isfinite(t).all()) for t in given):
             continue

@@ -20,6 +20,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
+from tuidebug.batches import tensors_in
 from tuidebug.probe_api import Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext
 
 GROWTH = 100.0
@@ -56,6 +59,7 @@ class Trial:
     losses: list[float] = field(default_factory=list)
     grad_norms: list[float] = field(default_factory=list)
     first_nonfinite: int | None = None
+    left_out: int = 0  # steps on kept batches holding NaN/Inf, not replayed
 
     @property
     def finite(self) -> bool:
@@ -103,12 +107,14 @@ class Trial:
         return statistics.median(values[-max(2, len(values) // 4):])
 
     def describe(self) -> str:
+        left_out = f" ({self.left_out} step(s) on a kept batch holding NaN/Inf left out)" if self.left_out else ""
         if not self.finite:
-            return f"non-finite at replayed step {self.first_nonfinite}"
+            return f"non-finite at replayed step {self.first_nonfinite}{left_out}"
         if not self.losses:
             return "no loss"
         trend = "diverging" if self.blew_up else "falling" if self.learns else "holding" if self.holds else "rising"
-        return f"finite for {len(self.losses)} steps, loss {self.losses[0]:.4g} -> {self.losses[-1]:.4g} ({trend})"
+        return (f"finite for {len(self.losses)} steps, loss {self.losses[0]:.4g} -> {self.losses[-1]:.4g} ({trend})"
+                + left_out)
 
 
 def start_point(ctx: ProbeContext) -> Start:
@@ -196,11 +202,15 @@ def _replay(ctx: ProbeContext, start: Start, adjust: Adjust, steps: int) -> Tria
     batches = trainer.recent_batches() or [trainer.prepare()]
     trainer.reset(start.snapshot)
     trial = Trial(adjust)
+    unusable = _holding_nonfinite(batches, getattr(trainer, "carried", ()))
     for index in range(steps):
         if ctx.cancelled() or ctx.time_left() <= 0:
             break
-        batch = batches[(len(batches) - start.steps_before + index) % len(batches)]
-        result = trainer.step(batch, adjust)
+        at = (len(batches) - start.steps_before + index) % len(batches)
+        if at in unusable:
+            trial.left_out += 1
+            continue
+        result = trainer.step(batches[at], adjust)
         loss = result.loss if result.loss is not None else math.nan
         trial.losses.append(loss)
         if result.grad_norm is not None:
@@ -209,6 +219,19 @@ def _replay(ctx: ProbeContext, start: Start, adjust: Adjust, steps: int) -> Tria
             trial.first_nonfinite = index + 1
             break
     return trial
+
+
+def _holding_nonfinite(batches: list[Any], carried: Any) -> set[int]:
+    """The positions of the kept batches that hold NaN/Inf (``carried``: paths of state the model feeds back,
+    not data), unless every one does. No rate or clip makes a step on such a batch finite, so a replay leaves
+    it out and the trials compare what the steps around it do: where the batch's values are the data's, the
+    run as written then stays finite and the replays clear the rate and the clip (the inputs check names the
+    rows); where the model made them (targets built from its own overflowing output), the climb before them
+    is what the trials change."""
+    bad = {index for index, batch in enumerate(batches)
+           if any(tensor.is_floating_point() and path not in carried and not bool(torch.isfinite(tensor.detach()).all())
+                  for path, tensor in tensors_in(batch))}
+    return bad if len(bad) < len(batches) else set()
 
 
 RUN_STEPS = 12
