@@ -1265,6 +1265,23 @@ def test_pairwise_terms_on_purpose_and_matching_shapes_are_not_taken_for_a_broad
     assert watch.pairing is None
 
 
+def test_an_outer_sum_written_with_a_new_axis_is_pairwise_on_purpose_not_a_broadcast_loss() -> None:
+    """DETR's box IoU: ``area1[:, None] + area2`` of predicted boxes against target boxes is every pair asked for
+    (the matcher then reads the diagonal or the best match); the same operands without the new axis written are
+    the bug."""
+    head, features, targets = nn.Linear(3, 1), torch.randn(16, 3), torch.rand(16)
+    with SilentShapes(16) as watch:
+        boxes = head(features).squeeze(-1)
+        union = boxes[:, None] + targets
+        union.diagonal().sum().backward()
+    with SilentShapes(16) as column:
+        widened = head(features)
+        (widened - targets).abs().mean().backward()
+
+    assert watch.pairing is None
+    assert column.pairing is not None and column.pairing.site.text == "(widened - targets).abs().mean().backward()"
+
+
 def margin_loss(positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
     positive = positive.unsqueeze(dim=1)
     return torch.relu(1.0 + negative - positive).mean()
@@ -2058,6 +2075,21 @@ def test_outputs_rebuilt_from_numpy_and_made_to_require_grad_are_named_as_the_cu
                                    "outputs_rebuilt_from_numpy.py:19 (`outputs.requires_grad = True`), cut from the "
                                    "model's output")
     assert source.call_argument("loss = loss_func(outputs, labels)", 0) == "outputs"
+
+
+def test_a_loss_given_a_detached_value_names_the_variable_and_the_line_that_detached_it(start_run) -> None:
+    """No replay can run the script's lines once it has ended: the loss call that got an input without a graph
+    names its variable, and the last line before it that assigns that variable is the one to change."""
+    run, session = start_run(SCRIPTS / "critic_value_detached.py", post_mortem=True, copy_post_mortem=True)
+    wait_for(lambda: session.state == "ended", 60, "the script's end (held for post-mortem checks)")
+    run.command("probe", name="learning.graph", params={})
+    wait_for(lambda: "learning.graph" in session.probe_results, 60, "the graph check's result")
+    result = session.probe_results["learning.graph"]
+
+    assert result.status == "fail" and result.data["cause"] == "no_gradient_to_weights", result.summary
+    assert result.summary.endswith("smooth_l1_loss at critic_value_detached.py:19 gets `critic_value` with no graph "
+                                   "(assigned at critic_value_detached.py:17 `critic_value = critic_value.detach()`)")
+    assert result.fix.startswith("at critic_value_detached.py:17 (`critic_value = critic_value.detach()`) keep")
 
 
 def test_a_rate_held_far_below_the_one_the_optimizer_was_built_with_names_the_line_that_computes_it(start_run) -> None:

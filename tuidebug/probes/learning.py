@@ -255,6 +255,23 @@ def _grad_off_block() -> tuple[Site, Site] | None:
     return None
 
 
+def _graphless_loss_input(facts: Any) -> tuple[Any, str, Site | None] | None:
+    """A loss call of the run whose input has no graph, the variable it passes (``critic_value`` of
+    ``F.smooth_l1_loss(critic_value, critic_target)``) and the last line that assigns it before the call."""
+    for call in facts.loss_calls.values():
+        short = call.site.split(" ", 1)[0]
+        path = next((p for p in facts.source_files if short.startswith(os.path.basename(p) + ":")), None)
+        if call.input_producer is not None or path is None:
+            continue
+        line = int(short.rsplit(":", 1)[1])
+        name = call_argument(Site(path, line, "").text, 0)
+        if name is None or not name.isidentifier():
+            continue
+        made = assignment_before(path, name, line)
+        return call, name, made[0] if made is not None else None
+    return None
+
+
 @probe("learning.graph", prefers_copy=True)
 def graph(ctx: ProbeContext) -> ProbeOutcome:
     facts = ctx.run.facts
@@ -342,6 +359,16 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
         summary = "no gradient reaches the weights: the loss does not depend on them through autograd"
         fix = ("compute the loss from the model's output itself: no .detach(), .item(), .data, numpy round trip or "
                "torch.no_grad() between the model and loss.backward()")
+        graphless = _graphless_loss_input(facts)
+        if graphless is not None:
+            call, name, made = graphless
+            evidence.append(f"{call.function} at {call.site} gets `{name}` with no graph (a leaf or a detached tensor)"
+                            + (f", last assigned before it at {made}" if made else ""))
+            summary += f": {call.function} at {call.site.split(' ', 1)[0]} gets `{name}` with no graph" + (
+                f" (assigned at {made.short} `{made.text}`)" if made else "")
+            if made:
+                fix = (f"at {made.short} (`{made.text}`) keep `{name}` the model's output tensor: no .detach(), .data, "
+                       ".item() or numpy round trip there")
     # Grad mode is per thread: a copy replayed on another thread has it on, so the switch is read from the
     # source where the replay saw no cut at all, or a cut by grad mode with no block around it.
     switches = in_files(facts.source_files, grad_switched_off) \

@@ -701,7 +701,7 @@ class SilentShapes(OpWatch):
         shapes = tuple(first.shape), tuple(second.shape)
         if first.requires_grad == second.requires_grad and not over_padded(*shapes):
             return
-        if crossed(*shapes, tuple(result.shape)):
+        if crossed(*shapes, tuple(result.shape)) and not _new_axis_written(site.text, name):
             left = second if name.startswith("__r") or name == "rsub" else first
             if first.requires_grad != second.requires_grad:
                 prediction, target = (first, second) if first.requires_grad else (second, first)
@@ -769,6 +769,25 @@ def _operand_names(text: str, name: str) -> tuple[str, str] | None:
         return None
     found = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and operator and isinstance(n.op, operator)]
     return (ast.unparse(found[0].left), ast.unparse(found[0].right)) if len(found) == 1 else None
+
+
+def _new_axis_written(text: str, name: str) -> bool:
+    """An operand of the line's operation is given its dim of 1 in the expression itself (``area1[:, None] + area2``,
+    ``x.unsqueeze(1) - y``): an outer sum or difference asked for (pairwise IoUs, a distance matrix), not a
+    prediction and a target that happen to differ by a dim."""
+    operands = _operand_names(text, name)
+    if operands is None:
+        return False
+    for operand in operands:
+        for node in ast.walk(ast.parse(operand, mode="eval")):
+            if isinstance(node, ast.Subscript) and any(
+                    isinstance(part, ast.Constant) and part.value is None or
+                    isinstance(part, ast.Attribute) and part.attr == "newaxis"
+                    for part in (node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])):
+                return True
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "unsqueeze":
+                return True
+    return False
 
 
 def _reordered(view: Any, files: set[str]) -> ProbeOutcome:
