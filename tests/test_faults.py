@@ -213,3 +213,22 @@ def test_a_bundle_replayed_against_another_model_says_so(saved_bundle: Path, rec
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stdout + result.stderr
     assert "the bundle was saved from another model" in result.stderr
     record_property("observed", f"exit 2: `{result.stderr.strip().removeprefix('tuidebug: error: ')[:100]}`")
+
+
+ONEDNN_AT_THE_LIMIT = """
+import resource, sys
+from tuidebug.agent.crash import is_out_of_memory
+failure = RuntimeError("could not create a primitive")
+free = is_out_of_memory(failure)
+peak = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmPeak:"))
+resource.setrlimit(resource.RLIMIT_AS, (int(peak / 0.97), resource.RLIM_INFINITY))
+print(free, is_out_of_memory(failure), is_out_of_memory(RuntimeError("Invalid argument: mismatched dims")))
+"""
+
+
+def test_onednns_could_not_create_a_primitive_is_out_of_memory_only_at_the_address_space_limit() -> None:
+    """oneDNN reports its failed scratch allocation as "could not create a primitive": an out-of-memory error once
+    the process's peak size is at its RLIMIT_AS, and not where no limit is near."""
+    done = subprocess.run([sys.executable, "-c", ONEDNN_AT_THE_LIMIT], capture_output=True, text=True, timeout=60)
+
+    assert done.stdout.split() == ["False", "True", "False"], done.stderr

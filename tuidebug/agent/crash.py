@@ -38,6 +38,10 @@ ALLOCATION = re.compile(r"(?:tried to allocate|Unable to allocate)\s+([\d.]+)\s*
 UNITS = {"bytes": 1, "b": 1, "kb": 1e3, "kib": 2**10, "mb": 1e6, "mib": 2**20, "gb": 1e9, "gib": 2**30, "tb": 1e12,
          "tib": 2**40}
 MAX_OPERANDS = 8
+# oneDNN reports a failed allocation of its scratch memory as "could not create a primitive"; once the process's
+# peak virtual size is this close to its address-space limit, that failure is taken for running out of memory
+# (an allocation of the limit's last few percent: the conv's workspace, a few MiB to a few hundred).
+ADDRESS_SPACE_FULL = 0.95
 RNN = (torch.nn.RNN, torch.nn.LSTM, torch.nn.GRU)
 CLASS_LOSSES = ("cross_entropy", "nll_loss")
 DEEPCOPY_NON_LEAF = "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol"
@@ -960,12 +964,30 @@ def _no_graph(exc: BaseException) -> bool:
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """torch's OutOfMemoryError, the CPU allocator's failure, or Python's MemoryError."""
-    if isinstance(exc, torch.OutOfMemoryError):
+    """torch's OutOfMemoryError, the CPU allocator's failure, Python's MemoryError, a cuDNN / cuBLAS allocation
+    failure, or oneDNN's "could not create a primitive" once the process has used its address space up (its
+    scratch buffer is allocated outside torch's allocator, whose failure message it does not pass on)."""
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
         return True
     text = str(exc)
-    return isinstance(exc, (RuntimeError, MemoryError)) and (
-        "can't allocate memory" in text or "out of memory" in text.lower() or isinstance(exc, MemoryError))
+    if not isinstance(exc, RuntimeError):
+        return False
+    if "can't allocate memory" in text or "out of memory" in text.lower() or "_ALLOC_FAILED" in text:
+        return True
+    return "could not create a primitive" in text and _address_space_used_up()
+
+
+def _address_space_used_up() -> bool:
+    """The process's peak virtual size reached ADDRESS_SPACE_FULL of its RLIMIT_AS (none set: never)."""
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY or limit <= 0:
+        return False
+    try:
+        with open("/proc/self/status") as status:
+            peak = next((int(line.split()[1]) * 1024 for line in status if line.startswith("VmPeak:")), None)
+    except OSError:
+        return False
+    return peak is not None and peak >= ADDRESS_SPACE_FULL * limit
 
 
 def _out_of_memory(crash: Crash, exc: BaseException) -> None:
