@@ -222,7 +222,8 @@ failure = RuntimeError("could not create a primitive")
 free = is_out_of_memory(failure)
 peak = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmPeak:"))
 resource.setrlimit(resource.RLIMIT_AS, (int(peak / 0.97), resource.RLIM_INFINITY))
-print(free, is_out_of_memory(failure), is_out_of_memory(RuntimeError("Invalid argument: mismatched dims")))
+unsupported = RuntimeError("could not create a primitive descriptor for a convolution forward propagation primitive")
+print(free, is_out_of_memory(failure), is_out_of_memory(unsupported))
 """
 
 

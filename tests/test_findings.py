@@ -1277,9 +1277,13 @@ def test_an_outer_sum_written_with_a_new_axis_is_pairwise_on_purpose_not_a_broad
     with SilentShapes(16) as column:
         widened = head(features)
         (widened - targets).abs().mean().backward()
+    with SilentShapes(16) as target_widened:
+        flat = head(features).squeeze(-1)
+        (flat - targets.unsqueeze(1)).abs().mean().backward()
 
     assert watch.pairing is None
     assert column.pairing is not None and column.pairing.site.text == "(widened - targets).abs().mean().backward()"
+    assert target_widened.pairing is not None  # the target given the new axis against a flat prediction: the bug
 
 
 def margin_loss(positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:

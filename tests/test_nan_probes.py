@@ -91,7 +91,7 @@ def test_the_rate_and_clip_replays_leave_out_a_kept_batch_with_nan_and_clear_bot
 
     for check in ("nan.lr", "nan.grad_explosion"):
         assert results[check].status == "pass", results[check].summary
-    assert any("kept batch holding NaN/Inf left out" in line for line in results["nan.lr"].evidence), \
+    assert any("the failing batch, which holds NaN/Inf, left out" in line for line in results["nan.lr"].evidence), \
         results["nan.lr"].evidence
 
 
@@ -359,13 +359,17 @@ def test_gradient_spikes_while_the_loss_stays_level_are_found_before_the_climb()
 
 def test_targets_built_from_the_models_own_overflowing_output_are_not_blamed_on_the_data():
     """A value-iteration target (reward + the model's own prediction for the next state) overflows once the
-    network diverges: the model's output on the finite states is itself non-finite, so the NaN/Inf the targets
-    hold are not data. Targets with missing readings in a loop of the same shape still are."""
+    network diverges: the model's output on the finite states is itself non-finite (and was finite from the
+    checkpoint before), so the NaN/Inf the targets hold are not data. Targets with missing readings in a loop of
+    the same shape still are, and so are missing rewards where the target's call comes after the training call."""
     bootstrapped = inputs_check_at_the_break("nan_bootstrapped_targets.py")
     assert bootstrapped.status == "pass", bootstrapped.summary
-    assert "the model's own output is non-finite on finite inputs" in bootstrapped.summary
+    assert "the model's own output holds NaN/+inf on finite inputs" in bootstrapped.summary
+    assert "finite on the same inputs from the checkpoint of step" in bootstrapped.summary
     assert any("NaN/Inf value(s)" in line for line in bootstrapped.evidence), bootstrapped.evidence
 
-    missing = inputs_check_at_the_break("nan_missing_targets_fullbatch.py")
-    assert missing.status == "fail", missing.summary
-    assert not any("the model's own output" in line for line in missing.evidence)
+    for script in ("nan_missing_targets_fullbatch.py", "nan_rewards_qlearning.py"):
+        missing = inputs_check_at_the_break(script)
+        assert missing.status == "fail", (script, missing.summary)
+        assert not any("the model's own output" in line for line in missing.evidence)
+        assert any("NaN/Inf value(s)" in line for line in missing.evidence), (script, missing.evidence)

@@ -512,9 +512,13 @@ class Agent:
             if carries_graph:
                 # A GAN's D(G(z)): the inputs kept for replays must not keep the generator's graph alive.
                 args, kwargs = map_tensors((args, kwargs), torch.Tensor.detach)
-            self._loss_targets = []
-            kept = self.step_inputs if torch.is_grad_enabled() else self.untrained_inputs
-            kept.append(StepInputs(self.step + 1, args, kwargs, self._loss_targets, self.observed.input_size), tensors)
+            if torch.is_grad_enabled():  # the targets of the losses that follow belong to this call
+                self._loss_targets = []
+                self.step_inputs.append(StepInputs(self.step + 1, args, kwargs, self._loss_targets,
+                                                   self.observed.input_size), tensors)
+            else:  # a DQN's target call between its training call and the loss takes none of them
+                self.untrained_inputs.append(StepInputs(self.step + 1, args, kwargs, [], self.observed.input_size),
+                                             tensors)
         return None
 
     def _in_training_mode_with_batch_norm(self) -> bool:
@@ -619,7 +623,8 @@ class Agent:
             self._loss_without_backward(input)
         index = self._loss_calls
         self._loss_calls += 1
-        self._loss_targets.append(target)
+        if torch.is_grad_enabled():  # an evaluation's loss under no_grad is nothing a replay trains on
+            self._loss_targets.append(target)
         if self.checks.sampled(self.step + 1) or index not in self.facts.loss_calls:
             self.facts.observe_loss(index, function, input, target, self.module_of)
             if index == 0 and self.batches:

@@ -974,7 +974,8 @@ def is_out_of_memory(exc: BaseException) -> bool:
         return False
     if "can't allocate memory" in text or "out of memory" in text.lower() or "_ALLOC_FAILED" in text:
         return True
-    return "could not create a primitive" in text and _address_space_used_up()
+    # "could not create a primitive descriptor for ..." is oneDNN's unsupported configuration, not an allocation
+    return re.search(r"could not create a primitive(?! descriptor)", text) is not None and _address_space_used_up()
 
 
 def _address_space_used_up() -> bool:

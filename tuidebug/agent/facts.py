@@ -331,6 +331,7 @@ class LossCall:
     classes: int | None = None
     classes_last: bool = False  # (N, L, C) scores with L == C given as they are: the loss reads L as the classes
     calls: int = 0
+    grad_enabled: bool = True  # called with gradients on (an evaluation's loss under no_grad is not)
 
     def fill_ranges(self, numbers: list[float]) -> None:
         """The values ``value_ranges`` computed, once read (NaN where there was nothing to compute)."""
@@ -1328,7 +1329,8 @@ class Facts:
             target_shape=list(target_tensor.shape) if target_tensor is not None else None,
             input_dtype=_dtype(input), target_dtype=_dtype(target_tensor) if target_tensor is not None else None,
             input_producer=type(input.grad_fn).__name__ if input.grad_fn is not None else None,
-            input_module=module_of(input), loss_module=_calling_loss_module(), calls=(call.calls if call else 0) + 1)
+            input_module=module_of(input), loss_module=_calling_loss_module(), calls=(call.calls if call else 0) + 1,
+            grad_enabled=torch.is_grad_enabled())
         values = input.detach()
         if values.dim() >= 2 and values.is_floating_point() and function in CLASS_LOSSES:
             call.classes = int(values.shape[1])

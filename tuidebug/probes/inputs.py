@@ -403,29 +403,47 @@ def nan_inputs(ctx: ProbeContext) -> ProbeOutcome:
 
 
 def _model_output_nonfinite(ctx: ProbeContext) -> str | None:
-    """In a loop without a DataLoader: a call of the model in the failing iteration whose inputs are all finite
-    and whose output is not, run again in the failing state. The values the batch holds that are non-finite are
-    then not the data's: targets built from the model's own output (a Q-learning target, a pseudo-label, a
-    prediction fed back) carry its overflow into the loss."""
-    failure, model = ctx.run.failure, ctx.run.model
-    if failure is None or model is None:
+    """A call of the model in the failing iteration (a loop without a DataLoader keeps them) whose inputs are all
+    finite and whose output, run again in the failing state, holds NaN or +inf, while the same call from the
+    checkpoint before the failure gives a finite one: the network's own divergence. The batch's non-finite values
+    are then not the data's: targets built from the model's output (a Q-learning target, a pseudo-label, a
+    prediction fed back) carry its overflow into the loss. Outputs non-finite at the checkpoint too (a mask's -inf
+    written on purpose) and weights already non-finite (the run went on past the break) say nothing. Running the
+    model again changes what the snapshot restores; Python attributes a forward sets (a kept hidden state, a
+    counter) are left as the last call set them, as in the other checks that run the model on its inputs."""
+    failure, model, checkpoint = ctx.run.failure, ctx.run.model, ctx.run.checkpoint_before_failure()
+    if failure is None or model is None or checkpoint is None or ctx.break_state is None:
+        return None
+    if any(not bool(torch.isfinite(t).all()) for t in [*model.parameters(), *model.buffers()] if t.is_floating_point()):
         return None
     for fed in (inputs for inputs in [*failure.inputs, *failure.untrained_inputs] if inputs.step == failure.step):
         given = [t for _, t in tensors_in((fed.args, fed.kwargs)) if t.is_floating_point()]
-        if not given or not all(bool(torch.isfinite(t).all()) for t in given):
+        if not given or not all(bool(torch.isfinite(t).all()) for t in given) or _diverged(model, fed) is not True:
             continue
+        checkpoint[1].restore()
         try:
-            with torch.no_grad(), torch.random.fork_rng(devices=[]):
-                output = model(*fed.args, **fed.kwargs)
-        except Exception:  # inputs the model cannot take again: no reading
-            continue
-        made = [t for _, t in tensors_in(output) if t.is_floating_point()]
-        if any(not bool(torch.isfinite(t).all()) for t in made):
+            earlier = _diverged(model, fed)
+        finally:
+            ctx.break_state.restore()
+        if earlier is False:
             shapes = ", ".join(str(tuple(t.shape)) for t in given[:2])
-            return (f"the model's own output is non-finite on finite inputs ({shapes}) in the failing state: the "
-                    "network overflows by itself, and values built from its output (bootstrapped targets, "
-                    "predictions fed back) carry that into the batch")
+            return (f"the model's own output holds NaN/+inf on finite inputs ({shapes}) in the failing state, and is "
+                    f"finite on the same inputs from the checkpoint of step {checkpoint[0]}: the network diverges by "
+                    "itself, and values built from its output (bootstrapped targets, predictions fed back) carry that "
+                    "into the batch")
     return None
+
+
+def _diverged(model: torch.nn.Module, fed: Any) -> bool | None:
+    """Whether the model's output on ``fed`` holds NaN or +inf (-inf alone is a mask's fill), None where the model
+    cannot take those inputs again."""
+    try:
+        with torch.no_grad(), torch.random.fork_rng():
+            output = model(*fed.args, **fed.kwargs)
+    except Exception:  # inputs the model cannot take again (a consumed iterator, a freed buffer)
+        return None
+    made = [t for _, t in tensors_in(output) if t.is_floating_point()]
+    return any(bool((torch.isnan(t) | torch.isposinf(t)).any()) for t in made)
 
 
 def _logs_of_zero(ctx: ProbeContext, batch: Any) -> list[Site]:

@@ -255,19 +255,22 @@ def _grad_off_block() -> tuple[Site, Site] | None:
     return None
 
 
+CUTS = re.compile(r"\.detach\(|\.data\b|\.item\(|\.numpy\(|torch\.(tensor|from_numpy)\(")  # a line that cuts the graph
+
+
 def _graphless_loss_input(facts: Any) -> tuple[Any, str, Site | None] | None:
-    """A loss call of the run whose input has no graph, the variable it passes (``critic_value`` of
-    ``F.smooth_l1_loss(critic_value, critic_target)``) and the last line that assigns it before the call."""
+    """A loss call of the run, with gradients on, whose input has no graph, the variable it passes (``critic_value``
+    of ``F.smooth_l1_loss(critic_value, critic_target)``) and the last line that assigns it before the call."""
     for call in facts.loss_calls.values():
         short = call.site.split(" ", 1)[0]
-        path = next((p for p in facts.source_files if short.startswith(os.path.basename(p) + ":")), None)
-        if call.input_producer is not None or path is None:
+        paths = [p for p in facts.source_files if short.startswith(os.path.basename(p) + ":")]
+        if call.input_producer is not None or not call.grad_enabled or len(paths) != 1:
             continue
         line = int(short.rsplit(":", 1)[1])
-        name = call_argument(Site(path, line, "").text, 0)
+        name = call_argument(Site(paths[0], line, "").text, 0)
         if name is None or not name.isidentifier():
             continue
-        made = assignment_before(path, name, line)
+        made = assignment_before(paths[0], name, line)
         return call, name, made[0] if made is not None else None
     return None
 
@@ -366,7 +369,7 @@ def graph(ctx: ProbeContext) -> ProbeOutcome:
                             + (f", last assigned before it at {made}" if made else ""))
             summary += f": {call.function} at {call.site.split(' ', 1)[0]} gets `{name}` with no graph" + (
                 f" (assigned at {made.short} `{made.text}`)" if made else "")
-            if made:
+            if made and CUTS.search(made.text):
                 fix = (f"at {made.short} (`{made.text}`) keep `{name}` the model's output tensor: no .detach(), .data, "
                        ".item() or numpy round trip there")
     # Grad mode is per thread: a copy replayed on another thread has it on, so the switch is read from the

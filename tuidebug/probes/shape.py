@@ -701,12 +701,14 @@ class SilentShapes(OpWatch):
         shapes = tuple(first.shape), tuple(second.shape)
         if first.requires_grad == second.requires_grad and not over_padded(*shapes):
             return
-        if crossed(*shapes, tuple(result.shape)) and not _new_axis_written(site.text, name):
+        if crossed(*shapes, tuple(result.shape)):
             left = second if name.startswith("__r") or name == "rsub" else first
             if first.requires_grad != second.requires_grad:
                 prediction, target = (first, second) if first.requires_grad else (second, first)
             else:  # both carry a graph: the padded one was reshaped away from the other's layout
                 prediction, target = (first, second) if first.dim() < second.dim() else (second, first)
+            if (prediction is left) in _new_axis_written(site.text, name):
+                return
             made = self._flattened.get(id(prediction))
             self.pairing = Pairing(name, site, tuple(prediction.shape), tuple(target.shape), prediction is left,
                                    made[1:] if made is not None and made[0] is prediction else None,
@@ -771,22 +773,26 @@ def _operand_names(text: str, name: str) -> tuple[str, str] | None:
     return (ast.unparse(found[0].left), ast.unparse(found[0].right)) if len(found) == 1 else None
 
 
-def _new_axis_written(text: str, name: str) -> bool:
-    """An operand of the line's operation is given its dim of 1 in the expression itself (``area1[:, None] + area2``,
-    ``x.unsqueeze(1) - y``): an outer sum or difference asked for (pairwise IoUs, a distance matrix), not a
-    prediction and a target that happen to differ by a dim."""
+def _new_axis_written(text: str, name: str) -> set[bool]:
+    """Which operands of the line's operation (True: the left one) are given a dim of 1 in the expression itself
+    (``area1[:, None]``, ``x.unsqueeze(1)``). Written on the prediction (DETR's ``area1[:, None] + area2`` of
+    predicted against target boxes, a distance matrix) it is an outer sum asked for; written on the target alone
+    (``pred - y.unsqueeze(1)`` with ``pred`` of (N,)) it is the broadcast the check is for."""
     operands = _operand_names(text, name)
     if operands is None:
-        return False
-    for operand in operands:
-        for node in ast.walk(ast.parse(operand, mode="eval")):
-            if isinstance(node, ast.Subscript) and any(
-                    isinstance(part, ast.Constant) and part.value is None or
-                    isinstance(part, ast.Attribute) and part.attr == "newaxis"
-                    for part in (node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])):
-                return True
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "unsqueeze":
-                return True
+        return set()
+    return {side for side, operand in zip((True, False), operands) if _adds_axis(ast.parse(operand, mode="eval"))}
+
+
+def _adds_axis(expression: ast.AST) -> bool:
+    for node in ast.walk(expression):
+        if isinstance(node, ast.Subscript) and any(
+                isinstance(part, ast.Constant) and part.value is None or
+                isinstance(part, ast.Attribute) and part.attr == "newaxis"
+                for part in (node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "unsqueeze":
+            return True
     return False
 
 

@@ -59,7 +59,7 @@ class Trial:
     losses: list[float] = field(default_factory=list)
     grad_norms: list[float] = field(default_factory=list)
     first_nonfinite: int | None = None
-    left_out: int = 0  # steps on kept batches holding NaN/Inf, not replayed
+    left_out: int = 0  # steps on the failing step's batch, which holds NaN/Inf, not replayed
 
     @property
     def finite(self) -> bool:
@@ -107,7 +107,8 @@ class Trial:
         return statistics.median(values[-max(2, len(values) // 4):])
 
     def describe(self) -> str:
-        left_out = f" ({self.left_out} step(s) on a kept batch holding NaN/Inf left out)" if self.left_out else ""
+        left_out = (f" ({self.left_out} step(s) on the failing batch, which holds NaN/Inf, left out)"
+                    if self.left_out else "")
         if not self.finite:
             return f"non-finite at replayed step {self.first_nonfinite}{left_out}"
         if not self.losses:
@@ -202,12 +203,12 @@ def _replay(ctx: ProbeContext, start: Start, adjust: Adjust, steps: int) -> Tria
     batches = trainer.recent_batches() or [trainer.prepare()]
     trainer.reset(start.snapshot)
     trial = Trial(adjust)
-    unusable = _holding_nonfinite(batches, getattr(trainer, "carried", ()))
+    failing = len(batches) - 1 if _holds_nonfinite(batches[-1], getattr(trainer, "carried", ())) else None
     for index in range(steps):
         if ctx.cancelled() or ctx.time_left() <= 0:
             break
         at = (len(batches) - start.steps_before + index) % len(batches)
-        if at in unusable:
+        if at == failing and len(batches) > 1:
             trial.left_out += 1
             continue
         result = trainer.step(batches[at], adjust)
@@ -221,17 +222,16 @@ def _replay(ctx: ProbeContext, start: Start, adjust: Adjust, steps: int) -> Tria
     return trial
 
 
-def _holding_nonfinite(batches: list[Any], carried: Any) -> set[int]:
-    """The positions of the kept batches that hold NaN/Inf (``carried``: paths of state the model feeds back,
-    not data), unless every one does. No rate or clip makes a step on such a batch finite, so a replay leaves
-    it out and the trials compare what the steps around it do: where the batch's values are the data's, the
-    run as written then stays finite and the replays clear the rate and the clip (the inputs check names the
-    rows); where the model made them (targets built from its own overflowing output), the climb before them
-    is what the trials change."""
-    bad = {index for index, batch in enumerate(batches)
-           if any(tensor.is_floating_point() and path not in carried and not bool(torch.isfinite(tensor.detach()).all())
-                  for path, tensor in tensors_in(batch))}
-    return bad if len(bad) < len(batches) else set()
+def _holds_nonfinite(batch: Any, carried: Any) -> bool:
+    """Whether the failing step's batch (the last kept) holds NaN/Inf outside ``carried`` (paths of state the model
+    feeds back, not data). No rate or clip makes a step on it finite, so a replay leaves it out and the trials
+    compare what the steps before it do: where its values are the data's, the run as written then stays finite and
+    the replays clear the rate and the clip (the inputs check names the rows); where the model made them (targets
+    built from its own overflowing output), the climb before them is what the trials change. The batches before it
+    trained with a finite loss in the run (NaN a loss masks, padding's -inf) and are replayed as they are."""
+    return any(tensor.layout == torch.strided and (tensor.is_floating_point() or tensor.is_complex())
+               and path not in carried and not bool(torch.isfinite(tensor.detach()).all())
+               for path, tensor in tensors_in(batch))
 
 
 RUN_STEPS = 12
