@@ -1108,6 +1108,16 @@ def check_at(start_run, script: str, check: str, break_at: int):
     return session.probe_results[check]
 
 
+def check_on_a_copy_after_end(start_run, script: str, check: str):
+    """``check``'s result once ``script`` has ended, on a copy of its model (no replay of its own lines), and the
+    run's session."""
+    run, session = start_run(SCRIPTS / script, post_mortem=True, copy_post_mortem=True)
+    wait_for(lambda: session.state == "ended", 60, "the script's end (held for post-mortem checks)")
+    run.command("probe", name=check, params={})
+    wait_for(lambda: check in session.probe_results, 60, f"{check}'s result")
+    return session.probe_results[check], session
+
+
 def check_after_end(start_run, script: str, check: str, *args: str, timeout: float = 60):
     """``check``'s result on ``script`` (run with ``args``) once it has ended, and the run's session."""
     run, session = start_run(SCRIPTS / script, *args)
@@ -2068,11 +2078,7 @@ def test_outputs_rebuilt_from_numpy_and_made_to_require_grad_are_named_as_the_cu
     """After the script ended the check trains a copy, which never runs the script's own lines between the model and
     the loss: the source names the loss's input made to require grad by hand. (A live loop's replay sees the
     detach itself.)"""
-    run, session = start_run(SCRIPTS / "outputs_rebuilt_from_numpy.py", post_mortem=True, copy_post_mortem=True)
-    wait_for(lambda: session.state == "ended", 60, "the script's end (held for post-mortem checks)")
-    run.command("probe", name="learning.graph", params={})
-    wait_for(lambda: "learning.graph" in session.probe_results, 60, "the graph check's result")
-    result = session.probe_results["learning.graph"]
+    result, _ = check_on_a_copy_after_end(start_run, "outputs_rebuilt_from_numpy.py", "learning.graph")
 
     assert result.status == "fail" and result.data["cause"] == "no_gradient_to_weights", result.summary
     assert result.summary.endswith("the loss's input is a new tensor made to require grad at "
@@ -2084,11 +2090,7 @@ def test_outputs_rebuilt_from_numpy_and_made_to_require_grad_are_named_as_the_cu
 def test_a_loss_given_a_detached_value_names_the_variable_and_the_line_that_detached_it(start_run) -> None:
     """No replay can run the script's lines once it has ended: the loss call that got an input without a graph
     names its variable, and the last line before it that assigns that variable is the one to change."""
-    run, session = start_run(SCRIPTS / "critic_value_detached.py", post_mortem=True, copy_post_mortem=True)
-    wait_for(lambda: session.state == "ended", 60, "the script's end (held for post-mortem checks)")
-    run.command("probe", name="learning.graph", params={})
-    wait_for(lambda: "learning.graph" in session.probe_results, 60, "the graph check's result")
-    result = session.probe_results["learning.graph"]
+    result, _ = check_on_a_copy_after_end(start_run, "critic_value_detached.py", "learning.graph")
 
     assert result.status == "fail" and result.data["cause"] == "no_gradient_to_weights", result.summary
     assert result.summary.endswith("smooth_l1_loss at critic_value_detached.py:19 gets `critic_value` with no graph "
@@ -2587,11 +2589,7 @@ def test_a_parameter_converted_after_it_was_wrapped_is_named_as_outside_the_opti
 def test_a_run_that_ends_inside_its_warm_up_is_a_rate_too_low_with_the_schedules_own_peak(start_run) -> None:
     """Only a run that ended by itself says so: its rate rose at every step and ended at 2.9% of the AdamW's 1e-3;
     the LambdaLR made by a helper is named at the user's call of it, with the step its function peaks at."""
-    run, session = start_run(SCRIPTS / "warmup_longer_than_run.py", post_mortem=True, copy_post_mortem=True)
-    wait_for(lambda: session.state == "ended", 60, "the script's end (held for post-mortem checks)")
-    run.command("probe", name="learning.rate", params={})
-    wait_for(lambda: "learning.rate" in session.probe_results, 60, "the rate check's result")
-    result = session.probe_results["learning.rate"]
+    result, session = check_on_a_copy_after_end(start_run, "warmup_longer_than_run.py", "learning.rate")
     findings = [e.message for e in session.events if e.kind == "finding"]
 
     assert any(f.startswith("warmup_unfinished: the learning rate never fell in the run's 60 steps") and
