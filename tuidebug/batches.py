@@ -40,6 +40,13 @@ def tensors_in(value: Any, path: str = "batch") -> Iterator[tuple[str, torch.Ten
     return iter(found)
 
 
+def holds_nonfinite(tensor: torch.Tensor) -> bool:
+    """A dense floating-point or complex tensor with a NaN or an infinity among its values (a sparse one is not
+    read: ``isfinite`` takes no sparse tensor)."""
+    return tensor.layout == torch.strided and (tensor.is_floating_point() or tensor.is_complex()) \
+        and not bool(torch.isfinite(tensor.detach()).all())
+
+
 def tensors_of(value: Any) -> list[torch.Tensor]:
     """The tensors ``tensors_in`` finds, in the same order, without their paths: the per-step hooks walk every
     batch and model call, and a path string per item costs more than the walk."""

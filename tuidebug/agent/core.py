@@ -492,13 +492,14 @@ class Agent:
             return inputs.args, inputs.kwargs
         if torch.is_inference_mode_enabled():
             return None  # an evaluation's inputs are inference tensors: no replay can train on them
-        if not torch.is_grad_enabled():
+        grad_on = torch.is_grad_enabled()
+        if not grad_on:
             self._evaluating = (args, kwargs) if self._in_training_mode_with_batch_norm() else None
         self.observed.model_inputs = (args, kwargs)
         tensors = tensors_of((args, kwargs))
         self.facts.calls_since_backward += 1
         carries_graph = any(t.grad_fn is not None for t in tensors)
-        self.facts.carried_input = carries_graph and torch.is_grad_enabled()
+        self.facts.carried_input = carries_graph and grad_on
         self.observed.input_size = first_dim(tensors)
         self.facts.observe_call_size(tensors, user_site)
         if self.facts.model_site is None:
@@ -512,7 +513,7 @@ class Agent:
             if carries_graph:
                 # A GAN's D(G(z)): the inputs kept for replays must not keep the generator's graph alive.
                 args, kwargs = map_tensors((args, kwargs), torch.Tensor.detach)
-            if torch.is_grad_enabled():  # the targets of the losses that follow belong to this call
+            if grad_on:  # the targets of the losses that follow belong to this call
                 self._loss_targets = []
                 self.step_inputs.append(StepInputs(self.step + 1, args, kwargs, self._loss_targets,
                                                    self.observed.input_size), tensors)
@@ -607,11 +608,12 @@ class Agent:
         target for replays of loops without a DataLoader; returns the target to use."""
         if self.probes.replaying:
             return self.probes.replay_target(target)
-        if not torch.is_grad_enabled() and function in CLASS_LOSSES:
+        grad_on = torch.is_grad_enabled()
+        if not grad_on and function in CLASS_LOSSES:
             self._observe_evaluation_classes(input, target)
         if torch.is_inference_mode_enabled():
             return target  # an evaluation's: nothing a replay could train on
-        if self._evaluating is not None and not torch.is_grad_enabled():
+        if self._evaluating is not None and not grad_on:
             self._observe_evaluation(input, target, call, kwargs)
         seen = self.observed
         if seen.criterion is None:
@@ -623,7 +625,7 @@ class Agent:
             self._loss_without_backward(input)
         index = self._loss_calls
         self._loss_calls += 1
-        if torch.is_grad_enabled():  # an evaluation's loss under no_grad is nothing a replay trains on
+        if grad_on:  # an evaluation's loss under no_grad is nothing a replay trains on
             self._loss_targets.append(target)
         if self.checks.sampled(self.step + 1) or index not in self.facts.loss_calls:
             self.facts.observe_loss(index, function, input, target, self.module_of)

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from tuidebug.batches import map_tensors, tensors_in
+from tuidebug.batches import holds_nonfinite, map_tensors, tensors_in
 from tuidebug.probes.unsafe_math import FIXES, Culprit, ForwardWatch, display_name
 from tuidebug.probe_api import (FAIL, PASS, Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext, ProbeOutcome, Trainer,
                                 probe)
@@ -310,7 +310,7 @@ def _held_as(ctx: ProbeContext, batch: Any) -> list[str]:
     frames = ctx.run.user_frames()
     lines = []
     for path, tensor in tensors_in(batch):
-        if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor.detach()).all()):
+        if holds_nonfinite(tensor):
             names = [f"`{name}` in {frame.f_code.co_name}()" for name, frame in names_of(tensor, frames)]
             if names:
                 lines.append(f"{path} is {', '.join(names[:SHOWN])}")
@@ -418,7 +418,7 @@ def _model_output_nonfinite(ctx: ProbeContext) -> str | None:
         return None
     for fed in (inputs for inputs in [*failure.inputs, *failure.untrained_inputs] if inputs.step == failure.step):
         given = [t for _, t in tensors_in((fed.args, fed.kwargs)) if t.is_floating_point()]
-        if not given or not all(bool(torch.isfinite(t).all()) for t in given) or _diverged(model, fed) is not True:
+        if not given or any(map(holds_nonfinite, given)) or _diverged(model, fed) is not True:
             continue
         checkpoint[1].restore()
         try:

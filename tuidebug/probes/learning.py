@@ -39,7 +39,7 @@ from tuidebug.probes.source import (
     call_argument, enclosing_function, forced_requires_grad, freezes, grad_off_block, grad_switched_off,
     guarded_steps, hand_updates, in_files, indexed_attributes, keyword_values, module_site, option_defaults,
     rate_argument_line, rate_assignments, rate_name, returns_nothing, rewrapped, shuffles, unsorted_listings,
-    weight_inits)
+    weight_inits, written_sites)
 from tuidebug.probes.trials import fallen_to, finite, run_learns, steadily_falling
 from tuidebug.probes.watch import OpWatch, op_tensors
 from tuidebug.sites import Site, is_user_file
@@ -262,15 +262,13 @@ def _graphless_loss_input(facts: Any) -> tuple[Any, str, Site | None] | None:
     """A loss call of the run, with gradients on, whose input has no graph, the variable it passes (``critic_value``
     of ``F.smooth_l1_loss(critic_value, critic_target)``) and the last line that assigns it before the call."""
     for call in facts.loss_calls.values():
-        short = call.site.split(" ", 1)[0]
-        paths = [p for p in facts.source_files if short.startswith(os.path.basename(p) + ":")]
-        if call.input_producer is not None or not call.grad_enabled or len(paths) != 1:
+        sites = written_sites(facts.source_files, call.site)
+        if call.input_producer is not None or not call.grad_enabled or len(sites) != 1:
             continue
-        line = int(short.rsplit(":", 1)[1])
-        name = call_argument(Site(paths[0], line, "").text, 0)
+        name = call_argument(sites[0].text, 0)
         if name is None or not name.isidentifier():
             continue
-        made = assignment_before(paths[0], name, line)
+        made = assignment_before(sites[0].path, name, sites[0].line)
         return call, name, made[0] if made is not None else None
     return None
 

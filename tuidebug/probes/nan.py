@@ -39,7 +39,7 @@ from tuidebug.probes.failing_loss import failing_loss
 from tuidebug.probes.holders import user_object
 from tuidebug.probes.inputs import data_tensors
 from tuidebug.probes.source import (assignments, attribute_chain, calls_named, clip_arguments, frame_value, in_files,
-                                    keyword_values, rate_argument_sites, switched_off_clips)
+                                    keyword_values, rate_argument_sites, switched_off_clips, written_sites)
 from tuidebug.probes.trials import (CALM_REPLAY_STEPS, DIVERGENCE, Start, Trial, finite, median, run_trial,
                                     start_point, unfaithful)
 from tuidebug.probes.unsafe_math import display_name
@@ -92,10 +92,8 @@ def rate_sites(ctx: ProbeContext) -> list[str]:
 
 def _site_of(ctx: ProbeContext, made: str) -> Site | None:
     """The site ``file.py:LINE `text``` written in the facts, in one of the run's source files."""
-    name, _, rest = made.partition(":")
-    line = rest.split(" ", 1)[0]
-    path = next((path for path in sorted(ctx.run.facts.source_files) if os.path.basename(path) == name), None)
-    return Site(path, int(line), "") if path and line.isdigit() else None
+    sites = written_sites(ctx.run.facts.source_files, made)
+    return sites[0] if sites else None
 
 
 def learning_rates(ctx: ProbeContext) -> list[float]:

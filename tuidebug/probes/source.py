@@ -13,6 +13,7 @@ import ast
 import functools
 import inspect
 import linecache
+import os
 import math
 import operator
 import re
@@ -105,6 +106,16 @@ def assignments(path: str, name: str, attribute: bool = False) -> list[Site]:
                         isinstance(leaf, ast.Attribute) and leaf.attr == name):
                     lines.append(Site(path, node.lineno, ""))
     return sorted(set(lines), key=lambda site: site.line)
+
+
+def written_sites(files: Iterable[str], written: str) -> list[Site]:
+    """The sites a ``file.py:LINE `text``` written in the facts may name: its line in each of ``files`` of that
+    name, in sorted order (two of the run's files can share a name)."""
+    name, _, rest = written.partition(":")
+    line = rest.split(" ", 1)[0]
+    if not line.isdigit():
+        return []
+    return [Site(path, int(line), "") for path in sorted(files) if os.path.basename(path) == name]
 
 
 def assignment_target(site: Site) -> str | None:

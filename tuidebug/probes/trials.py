@@ -20,9 +20,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
-from tuidebug.batches import tensors_in
+from tuidebug.batches import holds_nonfinite, tensors_in
 from tuidebug.probe_api import Adjust, LoopGone, NeedsLoop, NoPipeline, ProbeContext
 
 GROWTH = 100.0
@@ -229,9 +227,7 @@ def _holds_nonfinite(batch: Any, carried: Any) -> bool:
     the replays clear the rate and the clip (the inputs check names the rows); where the model made them (targets
     built from its own overflowing output), the climb before them is what the trials change. The batches before it
     trained with a finite loss in the run (NaN a loss masks, padding's -inf) and are replayed as they are."""
-    return any(tensor.layout == torch.strided and (tensor.is_floating_point() or tensor.is_complex())
-               and path not in carried and not bool(torch.isfinite(tensor.detach()).all())
-               for path, tensor in tensors_in(batch))
+    return any(path not in carried and holds_nonfinite(tensor) for path, tensor in tensors_in(batch))
 
 
 RUN_STEPS = 12
