@@ -2859,3 +2859,59 @@ def test_kl_div_given_values_above_zero_is_given_no_log_probabilities(values, fo
 
     assert facts.loss_calls[0].positive_log_probabilities == found
     assert bool(facts._loss_input()) == found
+
+
+class _TaggedImages(torch.utils.data.Dataset):
+    """deep_imagen#7's dataset: a tag looked up per image, None for the one image without a tag file."""
+
+    def __init__(self) -> None:
+        self.tags = {i: [1.0, 0.0] for i in range(24) if i != 13}
+
+    def __len__(self) -> int:
+        return 24
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        tag = self.tags.get(index)
+        return torch.zeros(3), torch.tensor(tag)
+
+
+class _TaggedImagesOrNone(_TaggedImages):
+    """The same, returning the missing tag as it is: torch's collate meets the None."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        tag = self.tags.get(index)
+        return torch.zeros(3), torch.tensor(tag) if tag is not None else None
+
+
+def test_an_exception_in_a_dataloader_worker_names_the_workers_line_and_the_sample_not_the_loop() -> None:
+    """With num_workers > 0 the loop sees a copy raised at `for x, y in loader:`; the line to fix, its message
+    and the failing sample (found by loading the dataset again here, with the values on that line) are the
+    worker's."""
+    from tuidebug.agent.crash import LoaderShape, analyse
+
+    dataset = _TaggedImages()
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=1)
+    with pytest.raises(RuntimeError) as raised:
+        for _ in loader:
+            pass
+    crash = analyse(raised.value, None, None, 4, {}, loader=LoaderShape(24, 4, False, None, dataset))
+    assert crash.exception.startswith("RuntimeError: Could not infer dtype of NoneType (raised in DataLoader worker "
+                                      "process 0, loading one sample (the Dataset's __getitem__))")
+    line = _TaggedImages.__getitem__.__code__.co_firstlineno + 2
+    assert crash.site == f"test_findings.py:{line} `return torch.zeros(3), torch.tensor(tag)`"
+    assert crash.findings == ["sample 13 of the dataset is one that fails: loading it again in the script's own "
+                              "process raises the same error"]
+    assert crash.operands == ["tag: None"]
+    assert crash.frames[-1].endswith("in __getitem__ (worker 0)")
+    assert "for sample 13 and those like it; with num_workers=0" in crash.fix
+
+    dataset = _TaggedImagesOrNone()
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=1)
+    with pytest.raises(AttributeError) as collated:
+        for _ in loader:
+            pass
+    crash = analyse(collated.value, None, None, 4, {}, loader=LoaderShape(24, 4, False, None, dataset))
+    assert "(raised in DataLoader worker process 0, putting the samples into a batch (collate_tensor_fn))" in crash.exception
+    assert crash.findings == ["sample 13 of _TaggedImagesOrNone holds None (item 1 of what its __getitem__ returns): "
+                              "the DataLoader's collate (collate_tensor_fn) cannot put None in a batch"]
+    assert crash.fix.startswith("make _TaggedImagesOrNone.__getitem__ return a value for sample 13 and those like it")

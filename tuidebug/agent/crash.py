@@ -27,6 +27,7 @@ from tuidebug.format import bytes_text
 from tuidebug.probes.shape import classes_moved_to_dim1
 from tuidebug.probes.source import (MISSING, assigned_value, assignments, attribute_chain, calls_named, calls_of,
                                     frame_value, module_site)
+from tuidebug.agent.worker_errors import failing_sample, read_worker_error
 from tuidebug.sites import Site, frame_locals, innermost_user_site, is_user_file, user_frames
 
 SHAPE_MESSAGE = re.compile(
@@ -122,7 +123,7 @@ def describe(value: Any) -> str | None:
         return module_text(value)
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value[:8]):
         return "[" + ", ".join(shape_text(v.shape) for v in value[:8]) + "]"
-    if isinstance(value, (int, float, bool)):
+    if value is None or isinstance(value, (int, float, bool)):
         return repr(value)
     if type(value).__name__ == "ndarray" and hasattr(value, "shape"):  # numpy's, without importing numpy
         return f"numpy array {shape_text(value.shape)} {value.dtype}"
@@ -221,7 +222,42 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
                               "and diagnose own the terminal): input() met the end of it at once")
         crash.fix = ("give the value another way (a command-line argument or an environment variable), or run it "
                      "under `tuidebug --headless`, which leaves stdin to the script")
+    _raised_in_worker(crash, exc, loader)
     return crash
+
+
+def _raised_in_worker(crash: Crash, exc: BaseException, loader: LoaderShape | None) -> None:
+    """An exception of a DataLoader's worker process (``worker_errors``): its own message and line, not the
+    loop's ``for batch in loader:`` where the copy was raised."""
+    error = read_worker_error(str(exc))
+    if error is None:
+        return
+    crash.exception = f"{error.exception} (raised in DataLoader worker process {error.worker}, {error.role})"[:600]
+    crash.operands = []  # the loop's variables there still hold the previous batch, not the one that failed
+    crash.frames += [f"{site.short} in {site.function} (worker {error.worker})" for site in error.sites]
+    sample = failing_sample(loader.dataset, error) if loader is not None and loader.dataset is not None else None
+    if sample is not None and isinstance(sample[1], str):
+        owner = type(loader.dataset).__name__
+        crash.findings.append(f"sample {sample[0]} of {owner} holds None ({sample[1]} of what its __getitem__ "
+                              f"returns): the DataLoader's collate ({error.innermost}) cannot put None in a batch")
+        crash.fix = (f"make {owner}.__getitem__ return a value for sample {sample[0]} and those like it, or leave them "
+                     "out (filter them where the dataset is built, or give the DataLoader a collate_fn that drops them)")
+    elif sample is not None:
+        index, again = sample
+        same = f"{type(again).__name__}: {again}".split() == error.exception.split()
+        crash.findings.append(f"sample {index} of the dataset is one that fails: loading it again in the script's own "
+                              "process raises " + ("the same error" if same else f"{type(again).__name__}: {again}"))
+        found = innermost_user_site(again.__traceback__)
+        if found is not None:  # the loading code's values for that sample, which the worker's copy cannot give
+            crash.operands = operands_on_line(*found)
+        again.__traceback__ = None
+    if error.site is None:
+        return
+    crash.site = str(error.site)
+    which = f"sample {sample[0]} and those like it" if sample is not None else "the sample that breaks it"
+    if crash.kind == "other" and not crash.fix:
+        crash.fix = (f"fix {error.site.short} `{error.site.text}` for {which}; with num_workers=0 the same error is "
+                     "raised in the script's own process, where the sample's values can be read")
 
 
 def _raised_on_user_line(tb: TracebackType | None) -> bool:
@@ -286,8 +322,6 @@ def operands_on_line(site: Site, frame: FrameType) -> list[str]:
         if len(found) >= MAX_OPERANDS:
             break
     return found
-
-
 
 
 def _names(line: str) -> list[str]:
@@ -488,6 +522,7 @@ class LoaderShape:
     batch_size: int | None
     drop_last: bool
     created: str | None
+    dataset: Any = None  # read again for the sample a worker's exception came from
 
 
 def _single_sample_batch(crash: Crash, failed: FailedModule | None, loader: LoaderShape | None) -> None:
