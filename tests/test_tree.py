@@ -332,3 +332,10 @@ def test_the_report_says_why_a_rate_that_only_held_the_loss_ranks_below_a_clip_t
     assert chosen == "nan.grad_explosion"
     assert lines[0] == "other changes that also removed it: nan.lr (its trial ended at loss 1.1)"
     assert lines[1] == "nan.grad_explosion's trial let the loss fall; a lower rate that only held it level ranks below it"
+
+
+def test_a_run_without_steps_whose_loss_falls_is_healthy_and_one_without_that_is_no_step():
+    fell = Event(kind="stepless_training", message="the loss computed at train.py:9 fell from 3 to 2.5 over 300 calls",
+                 time=time.time())
+    assert preselect(_session_with(fell, steps=0)) == ("healthy", fell.message)
+    assert preselect(_session_with(steps=0))[0] == "no_step"

@@ -156,7 +156,7 @@ def _run_evidence(session: Session, branch: str) -> list[str]:
         lines += exception.details[-4:] if exception is not None else \
             [f"script output: {line}" for line in list(session.output)[-5:]]
     for event in events:
-        if event.kind in ("stall", "no_step_yet", "finding", "manual_updates", "window_extended"):
+        if event.kind in ("stall", "no_step_yet", "finding", "manual_updates", "window_extended", "stepless_training"):
             lines.append(f"{event.kind}: {event.message}")
     if session.exit_code is not None and session.exit_code < 0:
         lines.append(f"the process ended: {describe_exit(session.exit_code)}")
@@ -169,6 +169,8 @@ def _healthy_summary(walk: Walk, session: Session) -> str:
     trend = f", loss {number(first)} -> {number(last)}" if first is not None else ""
     overfit = walk.results.get("overfit")
     fits = f"; single-batch test: {overfit.summary}" if overfit is not None else ""
+    if session.step == 0:  # a loop that trains without backward() or an optimizer: the branch says how it was seen
+        return f"healthy: {walk.reason}{fits}"
     return f"healthy: {session.step} steps with finite loss and gradients{trend}{fits}"
 
 

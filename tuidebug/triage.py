@@ -112,6 +112,9 @@ def preselect(session: Session) -> tuple[str, str]:
         return "crash", f"{describe_exit(exit_code)} after step {steps}, without a Python exception"
     findings = _findings(events)
     if steps == 0:
+        stepless = next((e for e in events if e.kind == "stepless_training"), None)
+        if stepless is not None and not findings:
+            return "healthy", stepless.message
         if any(e.kind == "finding" and e.message.startswith("no_optimizer_step") for e in events):
             return "learning", "backward passes but no optimizer step"
         if any(e.kind == "finding" and e.message.startswith("loss_without_backward") for e in events):

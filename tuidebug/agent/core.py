@@ -40,6 +40,7 @@ from tuidebug.agent.memory import process_memory
 from tuidebug.agent.probing import MODEL_CALL, ProbeRuntime, StepInputs
 from tuidebug.agent.resets import OptimizerResets
 from tuidebug.agent.snapshot import Snapshot
+from tuidebug.agent.stepless import SteplessLosses
 from tuidebug.agent.watched_step import WatchedStep
 from tuidebug.batches import first_dim, map_tensors, tensors_in, tensors_of
 from tuidebug.probes import holders, source
@@ -242,6 +243,7 @@ class Agent:
         self.read_losses: collections.deque[tuple[int, float]] = collections.deque(maxlen=HISTORY_STEPS)
         self._step_loss_values: list[float] = []
         self.manual_updates = False  # parameters updated by hand, no optimizer: a step per backward
+        self.stepless = SteplessLosses()  # the loss values of a loop that never calls backward() nor steps
         self.watched_step = WatchedStep()
         self.tracing_outputs = True  # remember which module made each output (sampled steps only)
         self._outputs: dict[int, tuple[str, weakref.ref]] = {}  # id(output) -> its module's label, the output
@@ -635,6 +637,27 @@ class Agent:
             if function in ("cross_entropy", "nll_loss") and isinstance(ignored, int) and ignored >= 0:
                 self._observe_ignored(function, target, ignored)
         return target
+
+    def on_stepless_loss(self, value: Any) -> None:
+        """A loss function's value before any backward or step (see ``stepless``): kept per line."""
+        if self.facts.backward_total or self.probes.replaying or not isinstance(value, torch.Tensor) or \
+                value.numel() != 1:
+            return
+        try:
+            number = float(value.detach())
+        except Exception:  # a tensor wrapped by torch.func (inside vmap or grad) has no single value here
+            return
+        site = user_site()
+        if site is not None and math.isfinite(number):
+            self.stepless.observe(site.short, number)
+            if self.stepless.due():
+                self._report_stepless()
+
+    def _report_stepless(self) -> None:
+        fallen = self.stepless.fallen()
+        if fallen:
+            self.stepless.reported = True
+            self.event("stepless_training", fallen)
 
     def _observe_evaluation_classes(self, scores: Any, target: Any) -> None:
         """An evaluation's class scores and labels, counted per class (see ``evaluation_classes``)."""
@@ -1341,6 +1364,8 @@ class Agent:
         self.facts.script_ended = True
         if self.step == 0:  # a loop that never stepped has had no step to report its findings at
             self._report_findings()
+        if self.step == 0 and not self.facts.backward_total and not self.stepless.reported:
+            self._report_stepless()
         warmup = self.facts.unfinished_warmup()  # only a whole run says so
         if warmup and "warmup_unfinished" not in self.facts.reported:
             self.facts.reported.add("warmup_unfinished")

@@ -364,9 +364,11 @@ def _install_loss_hooks(agent: Agent) -> Callable[[], None]:
                     target = agent.on_loss_call(name, input, target, original, kwargs)
             depth[0] += 1
             try:
-                if target is None:
-                    return original(input, *args, **kwargs)
-                return original(input, target, *args, **kwargs)
+                value = original(input, *args, **kwargs) if target is None else \
+                    original(input, target, *args, **kwargs)
+                if depth[0] == 1 and agent.step == 0 and agent.active():
+                    agent.on_stepless_loss(value)
+                return value
             except Exception:
                 if depth[0] == 1 and agent.active():
                     agent.on_loss_error(name, input, target if target is not None else kwargs.get("target"))
