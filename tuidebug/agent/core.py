@@ -489,7 +489,7 @@ class Agent:
         replays a loop without a DataLoader, this is the hand-off point and the inputs are replaced."""
         if self.probes.wants_replay(MODEL_CALL) and self.probes.at_iteration_boundary():
             inputs = self.probes.next_input(lambda: StepInputs(self.step + 1, args, kwargs, [], None))
-            if inputs.args is args and inputs.kwargs is kwargs:
+            if inputs.args is args and inputs.kwargs is kwargs or self.probes.keeps_own_inputs(inputs, args, kwargs):
                 return None
             return inputs.args, inputs.kwargs
         if torch.is_inference_mode_enabled():

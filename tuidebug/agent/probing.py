@@ -30,6 +30,7 @@ import tuidebug.probes  # noqa: F401  (the probe families register themselves on
 from tuidebug.agent.crash import is_out_of_memory
 from tuidebug.agent.output import probe_output
 from tuidebug.agent.snapshot import Snapshot
+from tuidebug.batches import tensors_of
 from tuidebug.agent.trainers import MODEL_CALL, CopyTrainer, HandUpdateAdjuster, ReplayTrainer, StepAdjuster
 from tuidebug.probe_api import (
     ON_TRAINING_THREAD, PREFERS_COPY, PROBES, Adjust, Iteration, LoopGone, NeedsLoop, NoPipeline, ProbeContext, ProbeOutcome)
@@ -74,6 +75,7 @@ class ProbeRuntime:
         self._adjuster: StepAdjuster | None = None
         self._by_hand: HandUpdateAdjuster | None = None  # a trial's rate in a loop that updates by hand
         self._target_index = 0
+        self._own_inputs = False  # this replayed iteration runs on the loop's own inputs (see ``keeps_own_inputs``)
         self._stepped = False
         self._mode: Any = None
         self._done = threading.Event()
@@ -209,6 +211,7 @@ class ProbeRuntime:
             self._mode = self._adjust.mode()
             self._mode.__enter__()
         self._target_index = 0
+        self._own_inputs = False
         self._stepped = False
         params = self.agent.hand_updated_parameters()
         if params and (self._adjust.lr_scale != 1.0 or self._adjust.measure_update):
@@ -217,13 +220,28 @@ class ProbeRuntime:
         probe_output(inside=True)
         return self._replay_input
 
+    def keeps_own_inputs(self, handed: StepInputs, args: tuple, kwargs: dict) -> bool:
+        """Whether the model call that starts a replayed iteration keeps the loop's own inputs instead of the
+        captured ones handed to it, and the iteration's losses their own targets: where the call takes a leaf
+        that requires grad (a PINN's collocation points, an input the loop differentiates against: the loop's
+        autograd.grad needs its own), or where the captured call is shaped otherwise (the loop calls the model
+        on several inputs an iteration, and the one kept for replays is not this one's: a PINN's initial,
+        boundary and interior points). The trial then replays the loop's iteration as the loop makes it."""
+        if not isinstance(handed, StepInputs):
+            return False
+        real = tensors_of((args, kwargs))
+        keep = any(t.requires_grad and t.is_leaf for t in real) or \
+            [t.shape for t in real] != [t.shape for t in tensors_of((handed.args, handed.kwargs))]
+        self._own_inputs = keep
+        return keep
+
     def schedule_frozen(self) -> bool:
         """While a replayed iteration asks for it, the script's scheduler.step() does nothing."""
         return self.replaying and self._adjust.freeze_schedule
 
     def replay_target(self, target: Any) -> Any:
         """A loss function's target during a replay through a model call: the captured one."""
-        if self.source != MODEL_CALL or not isinstance(self._replay_input, StepInputs):
+        if self.source != MODEL_CALL or not isinstance(self._replay_input, StepInputs) or self._own_inputs:
             return target
         captured = self._replay_input.targets
         index, self._target_index = self._target_index, self._target_index + 1
