@@ -344,3 +344,38 @@ def test_a_loop_that_computes_losses_and_never_updates_is_no_learning(tmp_path, 
         assert "the loop at update_never_called.py:30 computes" in report["fix"]
         assert any("update_never_called.py:24 `return nn.functional.cross_entropy(model(inputs), targets)`" in line
                    for line in report["evidence"])
+
+
+PINN = """
+import torch
+
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(2, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+optimizer = torch.optim.Adam(net.parameters(), lr=2e-2)
+x_ic = torch.rand(50, 2) * torch.tensor([1.0, 0.0])
+x_f = torch.rand(200, 2)
+c_ic = torch.full((50, 1), -2.0)
+for it in range(300):
+    optimizer.zero_grad()
+    loss_ic = ((net(x_ic) - c_ic) ** 2).mean()
+    g = x_f.clone()
+    g.requires_grad = True
+    u = net(g)
+    u_x = torch.autograd.grad(u, g, torch.ones_like(u), create_graph=True)[0][:, :1]
+    flux = (1.0 + u) ** 1.5 * u_x
+    loss = loss_ic + flux.pow(2).mean()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_pinn_calling_its_model_on_several_point_sets_is_replayed_on_its_own_inputs(tmp_path):
+    """No DataLoader: the replays hand the loop's first model call the inputs kept from a call (the last one, the
+    collocation points, a leaf the loop differentiates against). Handed to the initial-condition call they broke
+    the iteration (a (200, 1) prediction against a (50, 1) target) and every trial ended with the loop; the
+    iteration now runs on its own inputs and the fractional power of the negative base is found."""
+    script = tmp_path / "pinn.py"
+    script.write_text(PINN)
+    _, report, _ = diagnose(tmp_path, script)
+    assert (report["failure_class"], report["cause"]) == ("nan", "unsafe_math"), report["summary"]
+    assert "torch.pow at pinn.py:17" in report["summary"]
