@@ -460,3 +460,27 @@ def test_a_loop_that_trains_without_backward_is_seen_by_its_falling_loss_and_one
     assert len(trained) == 1 and "test_agent.py:" in trained[0].message
     assert re.search(r"fell from 0\.\d+ to 0\.\d+ over 100 calls without backward\(\)", trained[0].message)
     assert _stepless_loop(update=False) == []
+
+
+class _Decoder(torch.nn.Module):
+    """Tacotron's decoder: a list of the attention maps of every decoder step, a local of its forward."""
+
+    def forward(self, memory: torch.Tensor) -> torch.Tensor:
+        alignments = [memory.softmax(-1) for _ in range(4)]
+        raise MemoryError(f"{len(alignments)} maps")
+
+
+def test_the_locals_searched_at_an_out_of_memory_error_stop_at_the_models_forward() -> None:
+    """A forward's locals are the step's working memory, gone when it returns: at the failure only the loop's
+    frames are searched for what the steps keep."""
+    from tuidebug.agent.core import _outside_forward
+    from tuidebug.sites import user_frames
+
+    def training_loop() -> None:
+        kept = []
+        kept.append(_Decoder()(torch.randn(2, 3)))
+
+    with pytest.raises(MemoryError) as raised:
+        training_loop()
+    names = [frame.f_code.co_name for frame in _outside_forward(user_frames(raised.value.__traceback__))]
+    assert names[-1] == "training_loop" and "forward" not in names

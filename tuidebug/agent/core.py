@@ -1151,7 +1151,7 @@ class Agent:
         loop's list of every batch's outputs): the leak check names them."""
         try:
             self.facts.gathered = holders.piled(frames, self.step + 1, max(1, self.facts.outputs_per_step))
-            self.facts.held_at_oom = holders.find(frames, self.observed.models, self.step + 1)
+            self.facts.held_at_oom = holders.find(_outside_forward(frames), self.observed.models, self.step + 1)
             self.facts.unrolled_weights = holders.weights_with_graph(frames, self.model)
             self._report_findings(frames)  # graphs kept since the last sampled step, with their holders while they exist
         except Exception as exc:  # evidence only: the script's own exception is what matters
@@ -1636,3 +1636,13 @@ def graph_leaves(loss: torch.Tensor, limit: int = 100_000) -> list[torch.Tensor]
     in the order first reached; at most ``limit`` graph nodes are walked."""
     variables = (getattr(node, "variable", None) for node in holders.graph_nodes(loss.grad_fn, limit))
     return [variable for variable in variables if isinstance(variable, torch.Tensor)]
+
+
+def _outside_forward(frames: list[Any]) -> list[Any]:
+    """The failing stack's frames (outermost first) down to the first module's ``forward``: the locals of a forward
+    and of what it calls are the step's working memory (a decoder's list of per-step attention maps, returned
+    at its end), which no step keeps for the next."""
+    for index, frame in enumerate(frames):
+        if frame.f_code.co_name == "forward" and isinstance(frame_locals(frame).get("self"), torch.nn.Module):
+            return frames[:index]
+    return frames
