@@ -373,3 +373,25 @@ def test_targets_built_from_the_models_own_overflowing_output_are_not_blamed_on_
         assert missing.status == "fail", (script, missing.summary)
         assert not any("the model's own output" in line for line in missing.evidence)
         assert any("NaN/Inf value(s)" in line for line in missing.evidence), (script, missing.evidence)
+
+
+def test_weights_made_float16_tensor_by_tensor_are_traced_to_the_scripts_half_call_not_an_inputs(tmp_path):
+    """CLIP's convert_weights sets each layer's weight.data to its .half(): no module's .half() to hook, so the
+    script's own lines are read, and an input's .half() is not the weights'."""
+    from types import SimpleNamespace
+
+    from tuidebug.probes.nan import _half_call
+
+    script = tmp_path / "train.py"
+    script.write_text("def convert_weights(model):\n"
+                      "    images = images.half()\n"
+                      "    for l in model.modules():\n"
+                      "        l.weight.data = l.weight.data.half()\n")
+    ctx = SimpleNamespace(run=SimpleNamespace(facts=SimpleNamespace(source_files={str(script)})))
+    origin = _half_call(ctx)
+    assert origin is not None
+    assert origin.evidence == "the weights are made float16 by .half() at train.py:4 `l.weight.data = l.weight.data.half()`"
+    assert "remove the .half() at train.py:4" in origin.fix
+    inputs_only = tmp_path / "inputs_only.py"
+    inputs_only.write_text("images = images.half()\n")
+    assert _half_call(SimpleNamespace(run=SimpleNamespace(facts=SimpleNamespace(source_files={str(inputs_only)})))) is None

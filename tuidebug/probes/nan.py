@@ -28,6 +28,7 @@ import dataclasses
 import inspect
 import math
 import os
+import re
 from typing import Any
 
 import torch
@@ -848,7 +849,26 @@ def _half_origin(ctx: ProbeContext) -> HalfOrigin | None:
                           f"keep the model and the optimizer in float32 (drop model.half() (.half() at "
                           f"{ctx.run.facts.half_site.split(' ', 1)[0]})) and train under torch.autocast(device_type, "
                           "dtype=torch.float16) with a torch.amp.GradScaler, or use bfloat16")
-    return None
+    return _half_call(ctx)
+
+
+# A .half() on one of these is a weight's (CLIP's convert_weights: ``l.weight.data = l.weight.data.half()``),
+# not an input's (``images.half()``).
+WEIGHT_HALF = re.compile(r"(weight|bias|param|proj|\.data)\w*(\.data)?\.half\(\)")
+
+
+def _half_call(ctx: ProbeContext) -> HalfOrigin | None:
+    """Weights made float16 tensor by tensor (``p.data = p.data.half()`` in a helper: no module's .half() to
+    hook): the script's own lines that call .half() on a weight."""
+    sites = [site for site in in_files(ctx.run.facts.source_files, calls_named, {"half"})
+             if WEIGHT_HALF.search(site.text)]
+    if not sites:
+        return None
+    more = f" (and {len(sites) - 1} more line(s))" if len(sites) > 1 else ""
+    return HalfOrigin(f"the weights are made float16 by .half() at {sites[0]}{more}",
+                      f"keep the weights and the optimizer in float32 (remove the .half() at {sites[0].short}, or call "
+                      "model.float() after it) and train under torch.autocast(device_type, dtype=torch.float16) with a "
+                      "torch.amp.GradScaler, or use bfloat16")
 
 
 def _half_loss(ctx: ProbeContext) -> ProbeOutcome | None:
