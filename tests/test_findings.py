@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 from collections.abc import Callable
 import math
 import random
@@ -34,6 +35,7 @@ from tuidebug.probes.memory import _all_pairs, _batch_power, _in_model_method, _
 from tuidebug.probes.shape import SilentShapes, _batch_as_sequence, _classes_last, _pairwise, _relabelled
 from tuidebug.probes.source import grad_off_block, guarded_steps, indexed_attributes, module_site
 from tuidebug.probes.unsafe_math import ForwardWatch, SafeOp
+from tuidebug.sites import Site
 
 
 class Head(nn.Module):
@@ -1273,6 +1275,23 @@ def test_pairwise_terms_on_purpose_and_matching_shapes_are_not_taken_for_a_broad
         (ranking.mean() + matching).backward()
 
     assert watch.pairing is None
+
+
+def test_a_column_output_against_another_models_row_is_a_broadcast_loss_even_though_both_carry_a_graph(tmp_path) -> None:
+    """A GFlowNet's forward-looking loss (gflownet#257): the state flows come (N, 1) out of a Linear(h, 1) and meet
+    the policy's (N,) log-probabilities; both carry a graph, yet they are two outputs, not a score column against
+    its own row. The op's statement, spread over lines, is named by its first line."""
+    flow, policy, states = nn.Linear(3, 1), nn.Linear(3, 4), torch.randn(16, 3)
+    script = tmp_path / "fl_loss.py"
+    script.write_text("per_node_loss = (\n    flows\n    + logprobs\n).pow(2)\n")
+    with SilentShapes(16) as watch:
+        flows = flow(states)
+        logprobs = policy(states).log_softmax(-1)[:, 0]
+        (flows + logprobs).pow(2).mean().backward()
+
+    assert watch.pairing is not None and watch.pairing.both_predicted and watch.pairing.result == (16, 16)
+    found = dataclasses.replace(watch.pairing, site=Site(str(script), 3, "<module>"))
+    assert "in the statement at fl_loss.py:1 `per_node_loss = (`" in _pairwise(found).evidence
 
 
 def test_an_outer_sum_written_with_a_new_axis_is_pairwise_on_purpose_not_a_broadcast_loss() -> None:

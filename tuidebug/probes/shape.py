@@ -24,7 +24,8 @@ import torch
 
 from tuidebug.batches import batch_size_of
 from tuidebug.probe_api import FAIL, INCONCLUSIVE, PASS, ProbeContext, ProbeOutcome, probe
-from tuidebug.probes.source import assignments, call_argument, calls_named, in_files, keyword_values, reshaped_before
+from tuidebug.probes.source import (assignments, call_argument, calls_named, in_files, keyword_values, reshaped_before,
+                                    statement_start)
 from tuidebug.probes.watch import OpWatch, op_tensors
 from tuidebug.sites import Site
 
@@ -431,6 +432,16 @@ def over_padded(first: tuple[int, ...], second: tuple[int, ...]) -> bool:
     return len(high) > len(low) >= 2 and all(d == 1 for d in high[len(high) - len(low):])
 
 
+def _column_against_other_row(first: torch.Tensor, second: torch.Tensor) -> bool:
+    """A (N, 1) and a (N,) that both carry a graph and share no storage: two different outputs, one kept as a
+    column (a GFlowNet's state flows, (N, 1) from a Linear(h, 1), against the policy's (N,) log-probabilities).
+    A score column against its own row (``s - s.squeeze(-1)``, one storage) is a pairwise matrix on purpose."""
+    column, row = (first, second) if first.dim() == 2 else (second, first)
+    if column.dim() != 2 or row.dim() != 1 or column.shape[1] != 1 or column.shape[0] != row.shape[0]:
+        return False
+    return column.untyped_storage().data_ptr() != row.untyped_storage().data_ptr()
+
+
 def _class_dim_split(before: tuple[int, ...], after: tuple[int, ...]) -> int | None:
     """``after`` is (rows, k) of a tensor laid out in order whose size-k dim is not its last, with more than
     one value after it: ``.reshape(-1, n_class)`` of (batch, n_class, frames). Each row then holds k
@@ -699,7 +710,8 @@ class SilentShapes(OpWatch):
         if self.pairing is not None or not (first.requires_grad or second.requires_grad):
             return
         shapes = tuple(first.shape), tuple(second.shape)
-        if first.requires_grad == second.requires_grad and not over_padded(*shapes):
+        if first.requires_grad == second.requires_grad and not over_padded(*shapes) and \
+                not _column_against_other_row(first, second):
             return
         if crossed(*shapes, tuple(result.shape)):
             left = second if name.startswith("__r") or name == "rsub" else first
@@ -728,6 +740,9 @@ def _pairwise(found: Pairing) -> ProbeOutcome:
                 f"{predicted} {shape_text(found.prediction)} (carries the graph), {wanted} {shape_text(found.target)}")
     evidence = [f"{found.op} at {site}: {operands} -> {shape_text(found.result)} (seen in an iteration of the run "
                 "watched op by op)"]
+    statement = statement_start(site)
+    if statement is not None:
+        evidence.append(f"in the statement at {statement}")
     fix = f"give both operands at {site.short} the same shape: " + _same_shape(found, predicted, wanted)
     names_on_line = [wanted] if wanted.isidentifier() else list(dict.fromkeys(re.findall(r"[A-Za-z_]\w*", site.text)))
     reshaped = next(((name, where) for name in names_on_line if (where := reshaped_before(site.path, name, site.line))), None)

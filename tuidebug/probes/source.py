@@ -90,6 +90,18 @@ def _tree(path: str) -> ast.AST | None:
         return None
 
 
+def statement_start(site: Site) -> Site | None:
+    """The first line of the simple statement ``site``'s line is inside, where that statement spans several
+    lines (an op reported at line 185 of ``per_node_loss = (`` ... ``)`` starting at 184); None otherwise."""
+    tree = _tree(site.path)
+    if tree is None:
+        return None
+    starts = [node.lineno for node in ast.walk(tree) if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign,
+                                                                         ast.Return, ast.Expr))
+              and node.lineno < site.line <= (node.end_lineno or node.lineno)]
+    return Site(site.path, max(starts), site.function) if starts else None
+
+
 def assignments(path: str, name: str, attribute: bool = False) -> list[Site]:
     """The lines of ``path`` that assign ``name`` (``x = ...``, ``x += ...``, ``self.x = ...``); with
     ``attribute``, only ``<object>.name = ...`` (not a local of the same name)."""
