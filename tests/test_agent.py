@@ -440,6 +440,7 @@ def _stepless_loop(update: bool) -> list[Any]:
     x = torch.randn(64, 8)
     y = (x[:, 0] > 0).long()
     w = torch.zeros(8, 2)
+    printed = []
 
     def loop(agent: Any) -> None:
         agent.send = events.append
@@ -447,6 +448,7 @@ def _stepless_loop(update: bool) -> list[Any]:
             with torch.no_grad():
                 logits = x @ w
                 loss = torch.nn.functional.cross_entropy(logits, y)
+                printed.append(loss.item())
                 grad = x.t() @ (torch.softmax(logits, 1) - torch.nn.functional.one_hot(y, 2)) / len(x)
                 if update:
                     w.sub_(0.5 * grad)
