@@ -432,36 +432,37 @@ def test_the_module_trained_is_the_model_even_when_the_optimizer_holds_another()
     assert models == [new, second]
 
 
-def _stepless_loop(update: bool) -> list[Any]:
-    """makemore's hand-written backward: plain tensors, the loss under no_grad, no backward() and no optimizer;
-    the events the agent sent, with the update applied or left out."""
+def _stepless_loop(rate: float) -> list[Any]:
+    """makemore's hand-written backward: plain tensors, the loss under no_grad, no backward() and no optimizer, a
+    fresh noisy batch each iteration; the agent's events about it, at the given rate (0: the weights never move)."""
     events: list[Any] = []
     torch.manual_seed(0)
-    x = torch.randn(64, 8)
-    y = (x[:, 0] > 0).long()
     w = torch.zeros(8, 2)
     printed = []
 
     def loop(agent: Any) -> None:
         agent.send = events.append
         for _ in range(300):
+            x = torch.randn(64, 8)
+            y = (x[:, 0] + 0.3 * torch.randn(64) > 0).long()
             with torch.no_grad():
                 logits = x @ w
                 loss = torch.nn.functional.cross_entropy(logits, y)
                 printed.append(loss.item())
                 grad = x.t() @ (torch.softmax(logits, 1) - torch.nn.functional.one_hot(y, 2)) / len(x)
-                if update:
-                    w.sub_(0.5 * grad)
+                w.sub_(rate * grad)
 
     _loop_under_the_agent(loop)
-    return [e for e in events if getattr(e, "kind", None) == "stepless_training"]
+    return [e for e in events if getattr(e, "kind", None) in ("stepless_training", "nonfinite_loss")]
 
 
 def test_a_loop_that_trains_without_backward_is_seen_by_its_falling_loss_and_one_that_does_not_is_not() -> None:
-    trained = _stepless_loop(update=True)
-    assert len(trained) == 1 and "test_agent.py:" in trained[0].message
+    trained = _stepless_loop(rate=0.5)
+    assert [e.kind for e in trained] == ["stepless_training"] and "test_agent.py:" in trained[0].message
     assert re.search(r"fell from 0\.\d+ to 0\.\d+ over 100 calls without backward\(\)", trained[0].message)
-    assert _stepless_loop(update=False) == []
+    assert _stepless_loop(rate=0.0) == []  # noisy batches, weights that never move: no trend
+    diverged = _stepless_loop(rate=1e38)  # the weights overflow: the loss goes non-finite, never "trains"
+    assert [e.kind for e in diverged] == ["nonfinite_loss"]
 
 
 class _Decoder(torch.nn.Module):

@@ -1293,6 +1293,13 @@ def test_a_column_output_against_another_models_row_is_a_broadcast_loss_even_tho
     found = dataclasses.replace(watch.pairing, site=Site(str(script), 3, "<module>"))
     assert "in the statement at fl_loss.py:1 `per_node_loss = (`" in _pairwise(found).evidence
 
+    embed = nn.Linear(3, 4)
+    with SilentShapes(16) as distances:  # an RBF kernel's ||x||² + ||y||² - 2 x·y: every pair on purpose
+        x, y = embed(states), embed(torch.randn(16, 3))
+        squared = (x ** 2).sum(1, keepdim=True) + (y ** 2).sum(1) - 2 * x @ y.t()
+        torch.exp(-squared).mean().backward()
+    assert distances.pairing is None
+
 
 def test_an_outer_sum_written_with_a_new_axis_is_pairwise_on_purpose_not_a_broadcast_loss() -> None:
     """DETR's box IoU: ``area1[:, None] + area2`` of predicted boxes against target boxes is every pair asked for
@@ -2913,7 +2920,7 @@ def test_an_exception_in_a_dataloader_worker_names_the_workers_line_and_the_samp
     with pytest.raises(RuntimeError) as raised:
         for _ in loader:
             pass
-    crash = analyse(raised.value, None, None, 4, {}, loader=LoaderShape(24, 4, False, None, dataset))
+    crash = analyse(raised.value, None, None, 4, {})  # the dataset is the failing iterator's, from the traceback
     assert crash.exception.startswith("RuntimeError: Could not infer dtype of NoneType (raised in DataLoader worker "
                                       "process 0, loading one sample (the Dataset's __getitem__))")
     line = _TaggedImages.__getitem__.__code__.co_firstlineno + 2
@@ -2929,8 +2936,35 @@ def test_an_exception_in_a_dataloader_worker_names_the_workers_line_and_the_samp
     with pytest.raises(AttributeError) as collated:
         for _ in loader:
             pass
-    crash = analyse(collated.value, None, None, 4, {}, loader=LoaderShape(24, 4, False, None, dataset))
+    training = LoaderShape(24, 4, False, None, _TaggedImages())  # the loader of the latest batch: not the one that failed
+    crash = analyse(collated.value, None, None, 4, {}, loader=training)
     assert "(raised in DataLoader worker process 0, putting the samples into a batch (collate_tensor_fn))" in crash.exception
     assert crash.findings == ["sample 13 of _TaggedImagesOrNone holds None (item 1 of what its __getitem__ returns): "
                               "the DataLoader's collate (collate_tensor_fn) cannot put None in a batch"]
     assert crash.fix.startswith("make _TaggedImagesOrNone.__getitem__ return a value for sample 13 and those like it")
+
+
+
+class _Annotations(torch.utils.data.Dataset):
+    """Sample 5's annotation file is not JSON: the worker's last line names json.decoder.JSONDecodeError."""
+
+    def __len__(self) -> int:
+        return 12
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        import json
+
+        boxes = json.loads("{bad" if index == 5 else "[1, 2]")
+        return torch.tensor(boxes)
+
+
+def test_a_worker_exception_of_a_class_outside_builtins_is_matched_by_its_bare_name() -> None:
+    from tuidebug.agent.crash import analyse
+
+    with pytest.raises(Exception) as raised:
+        for _ in torch.utils.data.DataLoader(_Annotations(), batch_size=4, num_workers=1):
+            pass
+    crash = analyse(raised.value, None, None, 4, {})
+    assert crash.exception.startswith("json.decoder.JSONDecodeError: Expecting property name")
+    assert crash.findings == ["sample 5 of the dataset is one that fails: loading it again in the script's own "
+                              "process raises the same error"]

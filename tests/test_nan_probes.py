@@ -387,11 +387,15 @@ def test_weights_made_float16_tensor_by_tensor_are_traced_to_the_scripts_half_ca
                       "    images = images.half()\n"
                       "    for l in model.modules():\n"
                       "        l.weight.data = l.weight.data.half()\n")
-    ctx = SimpleNamespace(run=SimpleNamespace(facts=SimpleNamespace(source_files={str(script)})))
+    model = torch.nn.Linear(2, 2)
+    ctx = SimpleNamespace(run=SimpleNamespace(model=model, facts=SimpleNamespace(source_files={str(script)})))
+    assert _half_call(ctx) is None  # the model's weights are float32: whatever the line does, it did not run on them
+    model.weight.data = model.weight.data.half()
     origin = _half_call(ctx)
     assert origin is not None
     assert origin.evidence == "the weights are made float16 by .half() at train.py:4 `l.weight.data = l.weight.data.half()`"
     assert "remove the .half() at train.py:4" in origin.fix
     inputs_only = tmp_path / "inputs_only.py"
     inputs_only.write_text("images = images.half()\n")
-    assert _half_call(SimpleNamespace(run=SimpleNamespace(facts=SimpleNamespace(source_files={str(inputs_only)})))) is None
+    assert _half_call(SimpleNamespace(run=SimpleNamespace(model=model, facts=SimpleNamespace(
+        source_files={str(inputs_only)})))) is None

@@ -639,19 +639,30 @@ class Agent:
         return target
 
     def on_stepless_loss(self, value: Any) -> None:
-        """A loss function's value before any backward or step (see ``stepless``): kept per line."""
+        """A loss function's value before any backward or step (see ``stepless``): kept per line. An evaluation's
+        (a model in eval mode, inference mode) says nothing of training. Once the loop is seen training, one value
+        in READ_AFTER is read, for a loss that goes non-finite later."""
+        stepless = self.stepless
+        model = self.observed.model
         if self.facts.backward_total or self.probes.replaying or not isinstance(value, torch.Tensor) or \
-                value.numel() != 1:
+                value.numel() != 1 or torch.is_inference_mode_enabled() or (model is not None and not model.training) \
+                or stepless.broken or not stepless.read_now():
             return
         try:
             number = float(value.detach())
         except Exception:  # a tensor wrapped by torch.func (inside vmap or grad) has no single value here
             return
         site = user_site()
-        if site is not None and math.isfinite(number):
-            self.stepless.observe(site.short, number)
-            if self.stepless.due():
-                self._report_stepless()
+        if site is None:
+            return
+        if not math.isfinite(number):
+            stepless.broken = True
+            self.event("nonfinite_loss", f"non-finite loss ({number:g}) at {site.short}, in a loop without backward() "
+                                         "or an optimizer step")
+            return
+        stepless.observe(site.short, number)
+        if stepless.due():
+            self._report_stepless()
 
     def _report_stepless(self) -> None:
         fallen = self.stepless.fallen()

@@ -27,7 +27,7 @@ from tuidebug.format import bytes_text
 from tuidebug.probes.shape import classes_moved_to_dim1
 from tuidebug.probes.source import (MISSING, assigned_value, assignments, attribute_chain, calls_named, calls_of,
                                     frame_value, module_site)
-from tuidebug.agent.worker_errors import failing_sample, read_worker_error
+from tuidebug.agent.worker_errors import failing_dataset, failing_sample, read_worker_error
 from tuidebug.sites import Site, frame_locals, innermost_user_site, is_user_file, user_frames
 
 SHAPE_MESSAGE = re.compile(
@@ -235,16 +235,19 @@ def _raised_in_worker(crash: Crash, exc: BaseException, loader: LoaderShape | No
     crash.exception = f"{error.exception} (raised in DataLoader worker process {error.worker}, {error.role})"[:600]
     crash.operands = []  # the loop's variables there still hold the previous batch, not the one that failed
     crash.frames += [f"{site.short} in {site.function} (worker {error.worker})" for site in error.sites]
-    sample = failing_sample(loader.dataset, error) if loader is not None and loader.dataset is not None else None
+    dataset = failing_dataset(exc.__traceback__)
+    if dataset is None and loader is not None:
+        dataset = loader.dataset
+    sample = failing_sample(dataset, error) if dataset is not None else None
     if sample is not None and isinstance(sample[1], str):
-        owner = type(loader.dataset).__name__
+        owner = type(dataset).__name__
         crash.findings.append(f"sample {sample[0]} of {owner} holds None ({sample[1]} of what its __getitem__ "
                               f"returns): the DataLoader's collate ({error.innermost}) cannot put None in a batch")
         crash.fix = (f"make {owner}.__getitem__ return a value for sample {sample[0]} and those like it, or leave them "
                      "out (filter them where the dataset is built, or give the DataLoader a collate_fn that drops them)")
     elif sample is not None:
         index, again = sample
-        same = f"{type(again).__name__}: {again}".split() == error.exception.split()
+        same = str(again).split() == error.exception.split(": ", 1)[-1].split()  # its type may be module-qualified
         crash.findings.append(f"sample {index} of the dataset is one that fails: loading it again in the script's own "
                               "process raises " + ("the same error" if same else f"{type(again).__name__}: {again}"))
         found = innermost_user_site(again.__traceback__)

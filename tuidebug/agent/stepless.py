@@ -25,13 +25,18 @@ FALLEN = 0.9
 
 # A live run's trend is read every this many values (the end of the script reads it once more).
 READ_EVERY = 100
+# Once the trend is reported, one loss value in this many is read (a host sync on a GPU), for a loss that goes
+# non-finite later: the loop is not watched otherwise, having no step.
+READ_AFTER = 10
 
 
 class SteplessLosses:
     def __init__(self) -> None:
         self._by_site: dict[str, collections.deque[float]] = {}
         self.calls = 0
+        self.offered = 0  # loss values offered, read or not
         self.reported = False
+        self.broken = False  # a value was non-finite: the loop does not train
 
     def observe(self, site: str, value: float) -> None:
         values = self._by_site.get(site)
@@ -40,13 +45,18 @@ class SteplessLosses:
         values.append(value)
         self.calls += 1
 
+    def read_now(self) -> bool:
+        """Whether this value is read: every one until the trend is reported, then one in READ_AFTER."""
+        self.offered += 1
+        return not self.reported or self.offered % READ_AFTER == 0
+
     def due(self) -> bool:
         """Time to read a live run's trend: every READ_EVERY values, until it has been reported."""
         return not self.reported and self.calls % READ_EVERY == 0
 
     def fallen(self) -> str | None:
         """The line whose losses fell, in words, or None (too few values, or no clear fall)."""
-        if not self._by_site:
+        if not self._by_site or self.broken:
             return None
         site, values = max(self._by_site.items(), key=lambda item: len(item[1]))
         if len(values) < TREND_CALLS:

@@ -12,9 +12,13 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
-from tuidebug.sites import Site, is_user_file
+from torch.utils.data import IterableDataset
+from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+from tuidebug.sites import Site, frame_locals, is_user_file
 
 WORKER_HEADER = re.compile(r"^Caught (\w+) in DataLoader worker process (\d+)\.\s*\n"
                            r"Original Traceback \(most recent call last\):\n", re.MULTILINE)
@@ -24,6 +28,7 @@ FRAME = re.compile(r'^  File "(.+?)", line (\d+), in (.+)$')
 @dataclass
 class WorkerError:
     worker: int
+    type_name: str  # "JSONDecodeError": the bare class name (the last line qualifies one outside builtins)
     exception: str  # "KeyError: 'label'": the worker's own last line(s)
     sites: list[Site]  # the user's frames in the worker, outermost first
     innermost: str  # the worker's innermost named function (not a comprehension), the user's or a library's
@@ -47,6 +52,18 @@ class WorkerError:
         return "collate" in self.innermost
 
 
+def failing_dataset(tb: TracebackType | None) -> Any:
+    """The dataset of the DataLoader whose iterator re-raised the worker's exception (torch's own frame holds
+    it), not of the loader that gave the latest batch: a validation loader can fail after the training one."""
+    found = None
+    while tb is not None:
+        owner = frame_locals(tb.tb_frame).get("self")
+        if isinstance(owner, _BaseDataLoaderIter):
+            found = owner._dataset
+        tb = tb.tb_next
+    return found
+
+
 def read_worker_error(message: str) -> WorkerError | None:
     """The worker's exception and the user's frames it passed through, from a re-raised exception's message."""
     header = WORKER_HEADER.search(message)
@@ -66,7 +83,7 @@ def read_worker_error(message: str) -> WorkerError | None:
     tail = lines[last_frame + 1:]
     start = next((i for i, line in enumerate(tail) if line and not line.startswith(" ")), len(tail))
     exception = " ".join(line.strip() for line in tail[start:] if line.strip())
-    return WorkerError(int(header.group(2)), exception or header.group(1), sites, innermost)
+    return WorkerError(int(header.group(2)), header.group(1), exception or header.group(1), sites, innermost)
 
 
 # How long the crash analysis may spend calling the Dataset again, in the script's own process, to find the
@@ -81,12 +98,14 @@ def failing_sample(dataset: Any, error: WorkerError,
     exception (its traceback holds the loading code's frames and values); where the error came from putting
     the samples together, the first sample holding None, and where. None where no sample does either in the
     time given (a random augmentation, a dataset too slow to scan)."""
+    if isinstance(dataset, IterableDataset):
+        return None  # no index to name (even where it defines __len__)
     try:
         length = len(dataset)
-    except TypeError:  # an iterable dataset: no index to name
+    except TypeError:
         return None
-    name = error.exception.split(":", 1)[0]
-    deadline = time.monotonic() + seconds
+    name = error.type_name
+    deadline = time.monotonic() + seconds  # checked between samples: one that hangs is not cut short
     for index in range(length):
         if time.monotonic() > deadline:
             return None

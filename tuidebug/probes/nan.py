@@ -852,14 +852,17 @@ def _half_origin(ctx: ProbeContext) -> HalfOrigin | None:
     return _half_call(ctx)
 
 
-# A .half() on one of these is a weight's (CLIP's convert_weights: ``l.weight.data = l.weight.data.half()``),
-# not an input's (``images.half()``).
-WEIGHT_HALF = re.compile(r"(weight|bias|param|proj|\.data)\w*(\.data)?\.half\(\)")
+# A weight's .data, .weight or .bias assigned its own .half() (CLIP's convert_weights:
+# ``l.weight.data = l.weight.data.half()``), not an input's ``images.half()`` nor ``attn_weights.half()``.
+WEIGHT_HALF = re.compile(r"(\.data|\.weight|\.bias)\s*=.*\.half\(\)")
 
 
 def _half_call(ctx: ProbeContext) -> HalfOrigin | None:
     """Weights made float16 tensor by tensor (``p.data = p.data.half()`` in a helper: no module's .half() to
-    hook): the script's own lines that call .half() on a weight."""
+    hook): the script's own lines that assign a weight its .half(), where the model does hold float16 weights."""
+    model = ctx.run.model
+    if model is None or not any(p.dtype == torch.float16 for p in model.parameters()):
+        return None
     sites = [site for site in in_files(ctx.run.facts.source_files, calls_named, {"half"})
              if WEIGHT_HALF.search(site.text)]
     if not sites:

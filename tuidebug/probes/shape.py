@@ -439,7 +439,19 @@ def _column_against_other_row(first: torch.Tensor, second: torch.Tensor) -> bool
     column, row = (first, second) if first.dim() == 2 else (second, first)
     if column.dim() != 2 or row.dim() != 1 or column.shape[1] != 1 or column.shape[0] != row.shape[0]:
         return False
+    if _reduced(column) or _reduced(row):  # ||x||² + ||y||² - 2 x·y: a pairwise distance's row and column norms
+        return False
     return column.untyped_storage().data_ptr() != row.untyped_storage().data_ptr()
+
+
+# The reductions whose (N, 1) (keepdim) and (N,) results make the terms of a pairwise matrix on purpose: squared
+# norms of two sets of points (an RBF kernel, MMD, a distance-based triplet loss), log-sum-exps, maxima.
+REDUCTIONS = ("Sum", "Mean", "Norm", "LinalgVectorNorm", "Logsumexp", "Amax", "Amin", "Max", "Min", "Std", "Var")
+
+
+def _reduced(tensor: torch.Tensor) -> bool:
+    name = type(tensor.grad_fn).__name__ if tensor.grad_fn is not None else ""
+    return re.sub(r"Backward\d+$", "", name) in REDUCTIONS
 
 
 def _class_dim_split(before: tuple[int, ...], after: tuple[int, ...]) -> int | None:
