@@ -487,3 +487,23 @@ def test_the_locals_searched_at_an_out_of_memory_error_stop_at_the_models_forwar
         training_loop()
     names = [frame.f_code.co_name for frame in _outside_forward(user_frames(raised.value.__traceback__))]
     assert names[-1] == "training_loop" and "forward" not in names
+
+
+def test_a_nan_loss_before_the_first_backward_of_an_ordinary_loop_is_left_to_the_backward_hook() -> None:
+    """CTPN's zero-height boxes make the very first loss NaN: the loss-value watch of loops without backward()
+    must not speak for it (its event came before the backward and the break the checks wait at)."""
+    events: list[Any] = []
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def loop(agent: Any) -> None:
+        agent.send = events.append
+        for step in range(3):
+            target = torch.full((8, 1), float("nan") if step == 0 else 1.0)
+            loss = torch.nn.functional.mse_loss(model(torch.randn(8, 4)), target)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    _loop_under_the_agent(loop)
+    assert not any("without backward()" in getattr(e, "message", "") for e in events)

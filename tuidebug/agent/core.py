@@ -645,8 +645,13 @@ class Agent:
         stepless = self.stepless
         model = self.observed.model
         if self.facts.backward_total or self.probes.replaying or not isinstance(value, torch.Tensor) or \
-                value.numel() != 1 or torch.is_inference_mode_enabled() or (model is not None and not model.training) \
-                or stepless.broken or not stepless.read_now():
+                value.numel() != 1 or torch.is_inference_mode_enabled() or (model is not None and not model.training):
+            return
+        if stepless.broken:  # a loop seen training without backward() whose loss then went non-finite
+            if stepless.reported:
+                self._report_stepless_nonfinite()
+            return
+        if not stepless.read_now():
             return
         try:
             number = float(value.detach())
@@ -656,13 +661,20 @@ class Agent:
         if site is None:
             return
         if not math.isfinite(number):
-            stepless.broken = True
-            self.event("nonfinite_loss", f"non-finite loss ({number:g}) at {site.short}, in a loop without backward() "
-                                         "or an optimizer step")
+            # Said only of a loop already seen training without backward(), or at the script's end where no backward
+            # ever came: a NaN loss before the first backward of an ordinary loop is the backward hook's to break
+            # on, and the checks' to explain; a script that skips it and trains on is not judged by it.
+            stepless.broken = (f"non-finite loss ({number:g}) at {site.short}, in a loop without backward() or an "
+                               "optimizer step")
             return
         stepless.observe(site.short, number)
         if stepless.due():
             self._report_stepless()
+
+    def _report_stepless_nonfinite(self) -> None:
+        if self.stepless.broken and not self.stepless.broken_reported:
+            self.stepless.broken_reported = True
+            self.event("nonfinite_loss", self.stepless.broken)
 
     def _report_stepless(self) -> None:
         fallen = self.stepless.fallen()
@@ -1375,8 +1387,10 @@ class Agent:
         self.facts.script_ended = True
         if self.step == 0:  # a loop that never stepped has had no step to report its findings at
             self._report_findings()
-        if self.step == 0 and not self.facts.backward_total and not self.stepless.reported:
-            self._report_stepless()
+        if self.step == 0 and not self.facts.backward_total:
+            self._report_stepless_nonfinite()
+            if not self.stepless.reported:
+                self._report_stepless()
         warmup = self.facts.unfinished_warmup()  # only a whole run says so
         if warmup and "warmup_unfinished" not in self.facts.reported:
             self.facts.reported.add("warmup_unfinished")

@@ -36,7 +36,8 @@ class SteplessLosses:
         self.calls = 0
         self.offered = 0  # loss values offered, read or not
         self.reported = False
-        self.broken = False  # a value was non-finite: the loop does not train
+        self.broken = ""  # a value was non-finite, in words: the loop does not train
+        self.broken_reported = False
 
     def observe(self, site: str, value: float) -> None:
         values = self._by_site.get(site)
