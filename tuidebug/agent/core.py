@@ -639,47 +639,31 @@ class Agent:
         return target
 
     def on_stepless_loss(self, value: Any) -> None:
-        """A loss function's value before any backward or step (see ``stepless``): kept per line. An evaluation's
-        (a model in eval mode, inference mode) says nothing of training. Once the loop is seen training, one value
-        in READ_AFTER is read, for a loss that goes non-finite later."""
-        stepless = self.stepless
+        """A loss function's value before any backward or step (see ``stepless``): kept per line, read every
+        READ_EVERY calls. An evaluation's (a model in eval mode, inference mode) says nothing of training; a tensor
+        wrapped by torch.func (inside vmap or grad) has no value of its own here."""
         model = self.observed.model
         if self.facts.backward_total or self.probes.replaying or not isinstance(value, torch.Tensor) or \
-                value.numel() != 1 or torch.is_inference_mode_enabled() or (model is not None and not model.training):
-            return
-        if stepless.broken:  # a loop seen training without backward() whose loss then went non-finite
-            if stepless.reported:
-                self._report_stepless_nonfinite()
-            return
-        if not stepless.read_now():
-            return
-        try:
-            number = float(value.detach())
-        except Exception:  # a tensor wrapped by torch.func (inside vmap or grad) has no single value here
+                value.numel() != 1 or torch.is_inference_mode_enabled() or (model is not None and not model.training) \
+                or torch._C._functorch.is_functorch_wrapped_tensor(value):
             return
         site = user_site()
-        if site is None:
-            return
-        if not math.isfinite(number):
-            # Said only of a loop already seen training without backward(), or at the script's end where no backward
-            # ever came: a NaN loss before the first backward of an ordinary loop is the backward hook's to break
-            # on, and the checks' to explain; a script that skips it and trains on is not judged by it.
-            stepless.broken = (f"non-finite loss ({number:g}) at {site.short}, in a loop without backward() or an "
-                               "optimizer step")
-            return
-        stepless.observe(site.short, number)
-        if stepless.due():
+        if site is not None and self.stepless.observe(site.short, value.detach()):
             self._report_stepless()
 
-    def _report_stepless_nonfinite(self) -> None:
-        if self.stepless.broken and not self.stepless.broken_reported:
-            self.stepless.broken_reported = True
-            self.event("nonfinite_loss", self.stepless.broken)
-
     def _report_stepless(self) -> None:
-        fallen = self.stepless.fallen()
+        """The values waiting read: a loss gone non-finite in a loop that has run READ_EVERY loss calls (or to its
+        end) without a backward is a NaN; a clear fall, the loop training without one (said once)."""
+        stepless = self.stepless
+        stepless.read()
+        if stepless.broken:
+            if not stepless.broken_said:
+                stepless.broken_said = True
+                self.event("nonfinite_loss", stepless.broken)
+            return
+        fallen = None if stepless.reported else stepless.fallen()
         if fallen:
-            self.stepless.reported = True
+            stepless.reported = True
             self.event("stepless_training", fallen)
 
     def _observe_evaluation_classes(self, scores: Any, target: Any) -> None:
@@ -1388,9 +1372,7 @@ class Agent:
         if self.step == 0:  # a loop that never stepped has had no step to report its findings at
             self._report_findings()
         if self.step == 0 and not self.facts.backward_total:
-            self._report_stepless_nonfinite()
-            if not self.stepless.reported:
-                self._report_stepless()
+            self._report_stepless()
         warmup = self.facts.unfinished_warmup()  # only a whole run says so
         if warmup and "warmup_unfinished" not in self.facts.reported:
             self.facts.reported.add("warmup_unfinished")

@@ -4,13 +4,17 @@ A hand-written backward that updates plain tensors under ``torch.no_grad()`` (ma
 computed with ``torch.func.grad`` and applied by hand, never calls ``backward()`` nor ``optimizer.step()``:
 the agent counts no step. Its loss calls are still seen. Where the values one line computes fall as clearly
 as a healthy run's, the loop trains; where they do not, nothing is said (a loop that never updates stays
-"no training step").
+"no training step"); where they go non-finite, that is a NaN. The values are kept as tensors and read in one
+transfer every READ_EVERY calls: an ordinary loop, whose first backward comes after a call or two, reads none.
 """
 
 from __future__ import annotations
 
 import collections
+import math
 import statistics
+
+import torch
 
 # Values kept per line (the latest): enough for the trend of a few thousand iterations.
 KEPT = 2048
@@ -21,42 +25,44 @@ TREND_CALLS = 12
 # corpus); a loss recomputed on weights that never change varies with the batch only, its fifths' medians
 # within a few percent of each other.
 FALLEN = 0.9
-
-
-# A live run's trend is read every this many values (the end of the script reads it once more).
+# The values waiting are read (one host transfer; a device sync on a GPU) every this many calls, and at the end.
 READ_EVERY = 100
-# Once the trend is reported, one loss value in this many is read (a host sync on a GPU), for a loss that goes
-# non-finite later: the loop is not watched otherwise, having no step.
-READ_AFTER = 10
 
 
 class SteplessLosses:
     def __init__(self) -> None:
         self._by_site: dict[str, collections.deque[float]] = {}
-        self.calls = 0
-        self.offered = 0  # loss values offered, read or not
+        self._waiting: list[tuple[str, torch.Tensor]] = []
         self.reported = False
         self.broken = ""  # a value was non-finite, in words: the loop does not train
-        self.broken_reported = False
+        self.broken_said = False
 
-    def observe(self, site: str, value: float) -> None:
-        values = self._by_site.get(site)
-        if values is None:
-            values = self._by_site[site] = collections.deque(maxlen=KEPT)
-        values.append(value)
-        self.calls += 1
+    def observe(self, site: str, value: torch.Tensor) -> bool:
+        """Keep a loss value (a detached scalar, not read yet); True when the values waiting are due to be read."""
+        self._waiting.append((site, value))
+        return len(self._waiting) >= READ_EVERY
 
-    def read_now(self) -> bool:
-        """Whether this value is read: every one until the trend is reported, then one in READ_AFTER."""
-        self.offered += 1
-        return not self.reported or self.offered % READ_AFTER == 0
-
-    def due(self) -> bool:
-        """Time to read a live run's trend: every READ_EVERY values, until it has been reported."""
-        return not self.reported and self.calls % READ_EVERY == 0
+    def read(self) -> None:
+        """The values waiting, read in one transfer, by line; the first non-finite one breaks the trend."""
+        waiting, self._waiting = self._waiting, []
+        if not waiting:
+            return
+        try:
+            numbers = torch.stack([value.reshape(()).float() for _, value in waiting]).tolist()
+        except RuntimeError:  # values on different devices
+            numbers = [float(value) for _, value in waiting]
+        for (site, _), number in zip(waiting, numbers):
+            if not math.isfinite(number):
+                self.broken = self.broken or (f"non-finite loss ({number:g}) at {site}, in a loop without backward() "
+                                              "or an optimizer step")
+                continue
+            values = self._by_site.get(site)
+            if values is None:
+                values = self._by_site[site] = collections.deque(maxlen=KEPT)
+            values.append(number)
 
     def fallen(self) -> str | None:
-        """The line whose losses fell, in words, or None (too few values, or no clear fall)."""
+        """The line whose losses fell, in words, or None (too few values, no clear fall, or a non-finite one)."""
         if not self._by_site or self.broken:
             return None
         site, values = max(self._by_site.items(), key=lambda item: len(item[1]))
