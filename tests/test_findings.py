@@ -2936,8 +2936,7 @@ def test_an_exception_in_a_dataloader_worker_names_the_workers_line_and_the_samp
     with pytest.raises(AttributeError) as collated:
         for _ in loader:
             pass
-    training = LoaderShape(24, 4, False, None, _TaggedImages())  # the loader of the latest batch: not the one that failed
-    crash = analyse(collated.value, None, None, 4, {}, loader=training)
+    crash = analyse(collated.value, None, None, 4, {}, loader=LoaderShape(24, 4, False, None))
     assert "(raised in DataLoader worker process 0, putting the samples into a batch (collate_tensor_fn))" in crash.exception
     assert crash.findings == ["sample 13 of _TaggedImagesOrNone holds None (item 1 of what its __getitem__ returns): "
                               "the DataLoader's collate (collate_tensor_fn) cannot put None in a batch"]

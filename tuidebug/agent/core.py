@@ -859,8 +859,7 @@ class Agent:
         except TypeError:  # an iterable dataset
             length = None
         seen = self.facts.loaders.get(source)
-        return LoaderShape(length, loader.batch_size, bool(loader.drop_last), seen.created if seen else None,
-                           loader.dataset)
+        return LoaderShape(length, loader.batch_size, bool(loader.drop_last), seen.created if seen else None)
 
     def planned_steps(self) -> int | None:
         """The run's length in optimizer steps where the script states it: Lightning's estimate from

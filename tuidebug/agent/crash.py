@@ -222,11 +222,11 @@ def analyse(exc: BaseException, failed_module: FailedModule | None, failed_loss:
                               "and diagnose own the terminal): input() met the end of it at once")
         crash.fix = ("give the value another way (a command-line argument or an environment variable), or run it "
                      "under `tuidebug --headless`, which leaves stdin to the script")
-    _raised_in_worker(crash, exc, loader)
+    _raised_in_worker(crash, exc)
     return crash
 
 
-def _raised_in_worker(crash: Crash, exc: BaseException, loader: LoaderShape | None) -> None:
+def _raised_in_worker(crash: Crash, exc: BaseException) -> None:
     """An exception of a DataLoader's worker process (``worker_errors``): its own message and line, not the
     loop's ``for batch in loader:`` where the copy was raised."""
     error = read_worker_error(str(exc))
@@ -236,8 +236,6 @@ def _raised_in_worker(crash: Crash, exc: BaseException, loader: LoaderShape | No
     crash.operands = []  # the loop's variables there still hold the previous batch, not the one that failed
     crash.frames += [f"{site.short} in {site.function} (worker {error.worker})" for site in error.sites]
     dataset = failing_dataset(exc.__traceback__)
-    if dataset is None and loader is not None:
-        dataset = loader.dataset
     sample = failing_sample(dataset, error) if dataset is not None else None
     if sample is not None and isinstance(sample[1], str):
         owner = type(dataset).__name__
@@ -525,7 +523,6 @@ class LoaderShape:
     batch_size: int | None
     drop_last: bool
     created: str | None
-    dataset: Any = None  # read again for the sample a worker's exception came from
 
 
 def _single_sample_batch(crash: Crash, failed: FailedModule | None, loader: LoaderShape | None) -> None:

@@ -357,7 +357,8 @@ def _install_loss_hooks(agent: Agent) -> Callable[[], None]:
         name = original.__name__
 
         def loss(input: Any, target: Any = None, *args: Any, **kwargs: Any) -> Any:
-            if depth[0] == 0 and agent.active() and not _is_compiling():
+            watched = depth[0] == 0 and agent.active() and not _is_compiling()
+            if watched:
                 if target is None and "target" in kwargs:
                     kwargs["target"] = agent.on_loss_call(name, input, kwargs["target"], original, kwargs)
                 else:
@@ -366,7 +367,7 @@ def _install_loss_hooks(agent: Agent) -> Callable[[], None]:
             try:
                 value = original(input, *args, **kwargs) if target is None else \
                     original(input, target, *args, **kwargs)
-                if depth[0] == 1 and agent.step == 0 and agent.active():
+                if watched and agent.step == 0:
                     agent.on_stepless_loss(value)
                 return value
             except Exception:
